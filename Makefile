@@ -1,0 +1,42 @@
+# Set-up and entry points. `make demo` and `make test` work on a fresh machine with python3 (venv) and make.
+VENV ?= .venv
+PYTHON ?= python3
+# The torch / torchvision pair for this project's CPU machines; override for another platform, e.g.
+#   make test TORCH_SPEC="torch==2.9.1 torchvision==0.24.1"
+TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test lint format bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q $(TORCH_SPEC)
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(VENV)/bin/nas ops
+	$(VENV)/bin/nas inspect examples/hybrid.json
+
+test: setup
+	$(PY) -m pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: setup
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+bench: setup
+	$(PY) benchmarks/bench_local_attention.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

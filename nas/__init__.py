@@ -1,0 +1,27 @@
+"""nas: neural architecture search over hybrid convolution / attention vision networks.
+
+Owns the architecture encoding (:mod:`nas.arch`), the token mixers, blocks and stems (:mod:`nas.ops`), the
+model builder (:mod:`nas.model`) and the command line (:mod:`nas.cli`). It knows no specific search
+space's choices.
+
+``import nas`` is cheap: the encoding is pure Python, and torch-backed names (``build_model``, ``NasNet``)
+load on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from nas.arch import Arch, Head, Stage, Stem
+
+__all__ = ["Arch", "Head", "NasNet", "Stage", "Stem", "build_model"]
+__version__ = "0.1.0"
+
+_LAZY = {"build_model": "nas.model", "NasNet": "nas.model"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'nas' has no attribute {name!r}")

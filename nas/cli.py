@@ -1,0 +1,140 @@
+"""The ``nas`` command line (typer + rich).
+
+Heavy imports (torch, timm) happen inside the commands, so ``nas --help`` stays fast. Errors a user can cause
+(a bad architecture file, an image too small for an architecture) are caught here and printed as one sentence
+with exit code 2.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(
+    name="nas",
+    help="Neural architecture search over hybrid convolution / attention vision networks.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+USER_ERROR = 2
+
+
+@contextmanager
+def _user_errors() -> Iterator[None]:
+    """Turn a ValueError (bad input) into one clear sentence and exit code 2."""
+    try:
+        yield
+    except ValueError as err:
+        err_console.print(f"[bold red]error:[/] {err}", highlight=False, soft_wrap=True)
+        raise typer.Exit(USER_ERROR) from None
+
+
+def _fwd_bwd_ms(module, x) -> float:
+    start = time.perf_counter()
+    module(x).float().sum().backward()
+    return 1000 * (time.perf_counter() - start)
+
+
+def _count(module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+def _example_stage(block: str, mixer: str, width: int):
+    """A one-block stage of this block and mixer at ``width``, with the most heads (<= 8) the width allows."""
+    from nas.arch import Stage
+
+    k = 7 if mixer == "local" else None
+    last_error = None
+    for heads in (None,) if mixer == "conv" else (8, 4, 2, 1):
+        try:
+            return Stage(block, mixer, depth=1, width=width, k=k, heads=heads)
+        except ValueError as err:
+            last_error = err
+    raise ValueError(f"no {block} block with the {mixer} mixer fits {width} channels ({last_error})")
+
+
+@app.command()
+def ops(
+    width: Annotated[int, typer.Option(help="Channels of the example blocks.")] = 64,
+    size: Annotated[int, typer.Option(help="Side of the example feature map.")] = 14,
+) -> None:
+    """Build every registered stem and every (block, mixer) pair, run forward + backward, print a summary."""
+    import torch
+
+    from nas.arch import BLOCK_MIXERS
+    from nas.model import mixer_cfg
+    from nas.ops import BLOCKS, STEMS
+
+    torch.manual_seed(0)
+    table = Table(
+        title=f"ops: blocks at {width} channels on {size}x{size} maps, stems on 3x{4 * size}² images"
+    )
+    for column in ("kind", "op", "params", "output", "fwd+bwd ms"):
+        table.add_column(column, justify="right" if column in ("params", "fwd+bwd ms") else "left")
+    with _user_errors():
+        for kind in STEMS.names():
+            stem = STEMS.get(kind)(3, width, patch=4 if kind == "patch" else None)
+            x = torch.randn(2, 3, 4 * size, 4 * size)
+            ms = _fwd_bwd_ms(stem, x)
+            table.add_row("stem", kind, f"{_count(stem):,}", str(tuple(stem(x).shape)), f"{ms:.1f}")
+        for block, mixers in BLOCK_MIXERS.items():
+            for mixer in mixers:
+                stage = _example_stage(block, mixer, width)
+                op = BLOCKS.get(block)(
+                    width, width, 2, mixer_cfg(stage, (size, size)), 0.0, expand=stage.expand
+                )
+                x = torch.randn(2, width, size, size)
+                ms = _fwd_bwd_ms(op, x)
+                table.add_row("block", stage.key, f"{_count(op):,}", str(tuple(op(x).shape)), f"{ms:.1f}")
+    console.print(table)
+
+
+@app.command()
+def inspect(
+    arch_file: Annotated[Path, typer.Argument(help="Architecture JSON (the flat labelled dict).")],
+    img_size: Annotated[int, typer.Option(help="Input side in pixels.")] = 224,
+    num_classes: Annotated[int, typer.Option(help="Classifier outputs.")] = 1000,
+    in_chans: Annotated[int, typer.Option(help="Input channels.")] = 3,
+) -> None:
+    """Build an architecture and print its stages: output shapes, parameters, forward time."""
+    import torch
+
+    from nas.arch import Arch
+    from nas.model import build_model
+
+    with _user_errors():
+        arch = Arch.load(arch_file)
+        model = build_model(arch, num_classes=num_classes, in_chans=in_chans, img_size=img_size).eval()
+    table = Table(title=arch.key)
+    for column in ("part", "blocks", "output", "params"):
+        table.add_column(column, justify="right" if column in ("blocks", "params") else "left")
+    with torch.no_grad():
+        x = torch.randn(1, in_chans, img_size, img_size)
+        start = time.perf_counter()
+        x = model.stem(x)
+        table.add_row(f"stem {arch.stem.key}", "", str(tuple(x.shape)), f"{_count(model.stem):,}")
+        for i, (stage, module) in enumerate(zip(arch.stages, model.stages, strict=True), start=1):
+            x = module(x)
+            table.add_row(f"s{i} {stage.key}", str(stage.depth), str(tuple(x.shape)), f"{_count(module):,}")
+        logits = model.forward_head(x)
+        ms = 1000 * (time.perf_counter() - start)
+    head_params = _count(model) - _count(model.stem) - _count(model.stages)
+    table.add_row(f"head {arch.head.kind}", "", str(tuple(logits.shape)), f"{head_params:,}")
+    table.add_row("[bold]total", str(arch.depth), "", f"[bold]{_count(model):,}")
+    console.print(table)
+    console.print(f"forward, batch 1 at {img_size}x{img_size} on the CPU: {ms:.0f} ms")
+
+
+def main() -> None:
+    app()

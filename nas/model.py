@@ -1,0 +1,98 @@
+"""The model builder: one :class:`~nas.arch.Arch` -> one standalone ``nn.Module``.
+
+The stage builder, not the blocks, owns channels, strides, feature sizes and drop-path rates (as timm's
+``byobnet``); blocks and stems come from the registries in :mod:`nas.ops` by the names the ``Arch`` carries.
+The network follows timm's interface: ``forward_features`` (the last feature map), ``forward_head``
+(pool, head, classifier) and ``num_features``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+from timm.layers import LayerNorm
+
+from nas.arch import Arch, Stage
+from nas.ops import BLOCKS, STEMS, MixerCfg
+from nas.ops._layers import out_size
+
+__all__ = ["NasNet", "build_model", "mixer_cfg"]
+
+
+def mixer_cfg(stage: Stage, feat_size: tuple[int, int]) -> MixerCfg:
+    """The mixer settings of ``stage`` for a block whose input map is ``feat_size``."""
+    return MixerCfg(stage.mixer, heads=stage.heads, k=stage.k, memory=stage.memory, feat_size=feat_size)
+
+
+class NasNet(nn.Module):
+    """Stem -> stages of blocks -> global average pool -> head -> classifier."""
+
+    def __init__(
+        self,
+        arch: Arch,
+        num_classes: int = 1000,
+        in_chans: int = 3,
+        img_size: int | tuple[int, int] = 224,
+        drop_path_rate: float = 0.0,
+        drop_rate: float = 0.0,
+    ) -> None:
+        super().__init__()
+        size = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
+        if min(size) < arch.min_img_size:
+            raise ValueError(
+                f"image size {size[0]}x{size[1]} is too small for {arch.key}: its total stride is "
+                f"{arch.stride}, so each side must be at least {arch.min_img_size} px"
+            )
+        self.arch = arch
+        self.num_classes = num_classes
+        self.num_features = arch.num_features
+        self.stem = STEMS.get(arch.stem.kind)(in_chans, arch.stem.width, patch=arch.stem.patch)
+        size = out_size(size, arch.stem.stride)
+        rates = torch.linspace(0, drop_path_rate, arch.depth).tolist()
+        stages, in_dim = [], arch.stem.width
+        for stage in arch.stages:
+            build = BLOCKS.get(stage.block)
+            blocks = []
+            for i in range(stage.depth):
+                stride = stage.stride if i == 0 else 1
+                blocks.append(
+                    build(
+                        in_dim, stage.width, stride, mixer_cfg(stage, size), rates.pop(0), expand=stage.expand
+                    )
+                )
+                in_dim, size = stage.width, out_size(size, stride)
+            stages.append(nn.Sequential(*blocks))
+        self.stages = nn.Sequential(*stages)
+        self.feature_size = size
+        head = arch.head
+        self.head_norm = LayerNorm(in_dim) if head.kind in ("norm", "mlp") else nn.Identity()
+        self.pre_logits = nn.Identity()
+        if head.kind == "mlp":
+            self.pre_logits = nn.Sequential(nn.Linear(in_dim, head.width), nn.Tanh())
+            in_dim = head.width
+        self.head_drop = nn.Dropout(drop_rate)
+        self.head_hidden_size = in_dim
+        self.fc = nn.Linear(in_dim, num_classes) if num_classes > 0 else nn.Identity()
+
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        return self.stages(self.stem(x))  # (B, num_features, H / stride, W / stride)
+
+    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        x = self.pre_logits(self.head_norm(x.mean((2, 3))))
+        return x if pre_logits else self.fc(self.head_drop(x))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.forward_head(self.forward_features(x))
+
+
+def build_model(
+    arch: Arch,
+    num_classes: int = 1000,
+    in_chans: int = 3,
+    img_size: int | tuple[int, int] = 224,
+    drop_path_rate: float = 0.0,
+    drop_rate: float = 0.0,
+) -> NasNet:
+    """Build the standalone network for ``arch``; ``img_size`` sizes position tables, any size >= the
+    arch's total stride runs."""
+    return NasNet(arch, num_classes, in_chans, img_size, drop_path_rate, drop_rate)

@@ -1,0 +1,80 @@
+"""``attn`` stem: SASA's attention stem with spatially-aware values (Ramachandran et al. 2019, Sec. 3.2).
+
+At the stem, pixels carry little content, so SASA makes the *values* position-aware: each pixel's value is a
+convex mixture of ``values`` (M = 4) value projections, weighted by a softmax over m of position
+embeddings (Eq. 4-5): ``v_ab = (sum_m p(a, b, m) W_V^m) x_ab``,
+``p(a, b, m) = softmax_m((emb_row(a) + emb_col(b))^T nu^m)``.
+Each pixel attends over the 4 x 4 spatial block it lies in (heads = 8, scaled dot-product logits; the
+padding of an image whose side is not a multiple of 4 is excluded from the softmax), then BatchNorm and a
+4 x 4 max pool give stride 4, the output size of the ResNet stem it replaces.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from timm.layers import trunc_normal_
+
+from nas.arch import ATTN_STEM_HEADS
+from nas.ops.registry import STEMS
+
+__all__ = ["AttentionStem"]
+
+
+class AttentionStem(nn.Module):
+    def __init__(
+        self, in_chans: int, width: int, *, heads: int = ATTN_STEM_HEADS, block: int = 4, values: int = 4
+    ) -> None:
+        super().__init__()
+        if width % heads:
+            raise ValueError(f"attention stem: width {width} is not divisible by {heads} heads")
+        self.heads, self.block, self.values = heads, block, values
+        self.query = nn.Conv2d(in_chans, width, 1, bias=False)
+        self.key = nn.Conv2d(in_chans, width, 1, bias=False)
+        self.value = nn.Conv2d(in_chans, values * width, 1, bias=False)  # W_V^1..M stacked
+        self.emb_row = nn.Parameter(torch.empty(block, width))
+        self.emb_col = nn.Parameter(torch.empty(block, width))
+        self.emb_mix = nn.Parameter(torch.empty(values, width))  # nu^1..M
+        for p in (self.emb_row, self.emb_col, self.emb_mix):
+            trunc_normal_(p, std=0.02)
+        self.norm = nn.BatchNorm2d(width)
+        self.pool = nn.MaxPool2d(block, block, ceil_mode=True)
+
+    def value_weights(self) -> torch.Tensor:
+        """p(a, b, m) for every in-block position: (block, block, values), a softmax over m."""
+        emb = self.emb_row[:, None, :] + self.emb_col[None, :, :]  # (block, block, width)
+        return (emb @ self.emb_mix.t()).softmax(dim=-1)
+
+    def _to_blocks(self, t: torch.Tensor) -> torch.Tensor:
+        """(B, C, H, W) with H, W multiples of the block -> (B * blocks, heads, block^2, C / heads)."""
+        batch, chans, height, width = t.shape
+        b = self.block
+        t = t.reshape(batch, self.heads, chans // self.heads, height // b, b, width // b, b)
+        return t.permute(0, 3, 5, 1, 4, 6, 2).reshape(-1, self.heads, b * b, chans // self.heads)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, _, height, width = x.shape
+        b = self.block
+        pad_h, pad_w = -height % b, -width % b
+        x = F.pad(x, (0, pad_w, 0, pad_h))
+        hp, wp = height + pad_h, width + pad_w
+        values = self.value(x).reshape(batch, self.values, -1, hp, wp)  # (B, M, width, Hp, Wp)
+        mix = self.value_weights().repeat(hp // b, wp // b, 1).permute(2, 0, 1)  # (M, Hp, Wp)
+        v = torch.einsum("bmchw,mhw->bchw", values, mix.to(values.dtype))
+        mask = None
+        if pad_h or pad_w:  # keys in the padding take no part in the softmax
+            inside = torch.zeros(hp, wp, dtype=torch.bool, device=x.device)
+            inside[:height, :width] = True
+            mask = self._to_blocks(inside[None, None].expand(batch, self.heads, hp, wp))[:, :, None, :, 0]
+        out = F.scaled_dot_product_attention(
+            self._to_blocks(self.query(x)), self._to_blocks(self.key(x)), self._to_blocks(v), attn_mask=mask
+        )  # (B * blocks, heads, block^2, d)
+        out = out.reshape(batch, hp // b, wp // b, self.heads, b, b, -1).permute(0, 3, 6, 1, 4, 2, 5)
+        out = out.reshape(batch, -1, hp, wp)[:, :, :height, :width]
+        return self.pool(self.norm(out))  # (B, width, ceil(H / 4), ceil(W / 4))
+
+
+@STEMS.register("attn")
+def _build_attention_stem(in_chans: int, width: int, *, patch: int | None) -> nn.Module:
+    return AttentionStem(in_chans, width)

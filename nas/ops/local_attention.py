@@ -1,0 +1,330 @@
+"""SASA local self-attention: every pixel attends to its k x k neighbourhood.
+
+Stand-Alone Self-Attention (Ramachandran et al. 2019, "Stand-Alone Self-Attention in Vision Models",
+arXiv 1906.05909). For a query at (i, j) and a key at (a, b) in its window, |a - i|, |b - j| <= (k - 1) / 2,
+Eq. 3 gives the logit
+
+    scale * (q_ij . k_ab + q_ij[:d/2] . rel_row[a - i + (k-1)/2] + q_ij[d/2:] . rel_col[b - j + (k-1)/2])
+
+with scale = d ** -0.5 (the row and column offsets each own half of the head's d channels; ``rel_row`` and
+``rel_col`` are (k, d/2) parameters shared by all heads), and Eq. 2 takes the softmax over the window and sums
+the values. Keys outside the image are left out of the softmax, not treated as zero vectors. q, k and v come
+from one 1x1 convolution without bias; the heads are concatenated without an output projection (SASA has
+none), and a stride-2 layer average-pools the result 2x2 (``ceil_mode=True, count_include_pad=False``), as
+SASA does where a block downsamples.
+
+The attention core (``nas::local_attention``, one custom op with its own backward) is computed blockwise as
+in HaloNet (Vaswani et al. 2021): the queries of each non-overlapping b x b block attend to the
+(b + k - 1)^2 halo around the block with dense batched matmuls. The relative logits and both masks (key
+outside the query's k x k window, key outside the image) are extra features of an augmented dot product,
+q' = [q, relh, relw] and k' = [k, onehot(halo row), onehot(halo col)], where relh[p, l] is query p's row
+logit for halo row l, or a huge finite negative number where that key is masked, so that exp2 of a masked
+logit is exactly 0. Blocks are processed in cache-sized chunks, and the backward pass recomputes the
+probabilities from the saved log-sum-exp (as flash attention does): the attention matrix of the whole map is
+never stored.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from timm.layers import trunc_normal_
+from torch import Tensor, nn
+
+from nas.ops._layers import pool2
+from nas.ops.registry import MIXERS, MixerCfg
+
+__all__ = ["LocalAttention"]
+
+# Logits are kept in base 2: on CPU, exp2 is many times faster than exp when most inputs underflow, as the
+# masked ones do.
+_LOG2E, _LN2 = 1.0 / math.log(2.0), math.log(2.0)
+# Query block side. 4 was fastest on CPU for k = 3, 5 and 7 (measured against 3, 6 and 8): larger blocks
+# compute more masked logits (their halo grows, a query's window does not), smaller ones make the batched
+# matmuls too small to run efficiently.
+_BLOCK = 4
+# Bytes of one chunk's probability matrix. On CPU a few MiB was fastest (2 MiB lost to per-op overhead, 8 and
+# 16 MiB gained nothing and cost memory, on a 2-core AVX-512 machine); on GPUs the chunks only bound the
+# scratch memory and the number of kernel launches.
+_CHUNK_BYTES = {"cpu": 4 << 20}
+_CHUNK_BYTES_DEFAULT = 256 << 20
+
+
+class _Geometry(NamedTuple):
+    """Mask tensors for one (H, W, kernel, block) on one device and dtype."""
+
+    kernel: int
+    block: int
+    win: int  # halo side b + k - 1
+    nbh: int  # query blocks along H and W
+    nbw: int
+    mask_row: Tensor  # (nbh, b, win): 0 or the mask value for block row i, query row r, halo row l
+    mask_col: Tensor  # (nbw, b, win)
+    onehot: Tensor  # (win * win, 2 * win): [onehot(halo row), onehot(halo col)] of each halo position
+
+
+@functools.lru_cache(maxsize=64)
+def _geometry(h: int, w: int, kernel: int, block: int, device: torch.device, dtype: torch.dtype) -> _Geometry:
+    pad, win = (kernel - 1) // 2, block + kernel - 1
+    nbh, nbw = -(-h // block), -(-w // block)
+    # Finite, so that the augmented products never compute inf * 0 = NaN, and small enough that a row mask
+    # plus a column mask plus a logit cannot overflow; no real logit comes near it.
+    masked = -torch.finfo(dtype).max / 8
+    halo = torch.arange(win, device=device)
+    offset = halo[None, :] - torch.arange(block, device=device)[:, None]  # (b, win): key minus query
+    in_window = (offset >= 0) & (offset < kernel)
+
+    def mask(size: int, blocks: int) -> Tensor:
+        coord = torch.arange(blocks, device=device)[:, None] * block + halo - pad  # image row of halo row
+        valid = in_window & ((coord >= 0) & (coord < size))[:, None, :]  # (blocks, b, win)
+        return torch.zeros(valid.shape, device=device, dtype=dtype).masked_fill_(~valid, masked)
+
+    eye = torch.eye(win, device=device, dtype=dtype)
+    onehot = torch.cat([eye[:, None, :].expand(-1, win, -1), eye[None, :, :].expand(win, -1, -1)], dim=-1)
+    return _Geometry(kernel, block, win, nbh, nbw, mask(h, nbh), mask(w, nbw), onehot.reshape(win * win, -1))
+
+
+# All maps below are channels-last, (n, H, W, c), so that gathers and scatters move runs of c contiguous
+# values; blocked tensors are (m, positions, features) with m = n * nbh * nbw blocks.
+
+
+def _to_blocks(x: Tensor, geo: _Geometry, out: Tensor) -> Tensor:
+    """(n, H, W, c) -> out[..., :c] of out (m, b*b, E), zero-padding H and W up to whole blocks."""
+    n, h, w, c = x.shape
+    b = geo.block
+    x = F.pad(x, (0, 0, 0, geo.nbw * b - w, 0, geo.nbh * b - h)).view(n, geo.nbh, b, geo.nbw, b, c)
+    out.view(n, geo.nbh, geo.nbw, b, b, -1)[..., :c].copy_(x.transpose(2, 3))
+    return out[..., :c]
+
+
+def _from_blocks(x: Tensor, geo: _Geometry, h: int, w: int) -> Tensor:
+    """(m, b*b, c) -> (n, H, W, c), dropping the padded positions."""
+    b, c = geo.block, x.shape[-1]
+    x = x.reshape(-1, geo.nbh, geo.nbw, b, b, c).transpose(2, 3)
+    return x.reshape(x.shape[0], geo.nbh * b, geo.nbw * b, c)[:, :h, :w]
+
+
+def _halo(x: Tensor, geo: _Geometry, out: Tensor) -> None:
+    """Copies the zero-padded win x win halo of every block of x (n, H, W, c) into out[..., :c], out being
+    (m, win*win, E)."""
+    n, h, w, c = x.shape
+    b, win, pad = geo.block, geo.win, (geo.kernel - 1) // 2
+    x = F.pad(x, (0, 0, pad, geo.nbw * b - w + pad, pad, geo.nbh * b - h + pad))
+    x = x.unfold(1, win, b).unfold(2, win, b)  # (n, nbh, nbw, c, win, win)
+    out.view(n, geo.nbh, geo.nbw, win, win, -1)[..., :c].copy_(x.permute(0, 1, 2, 4, 5, 3))
+
+
+def _fold_halo(x: Tensor, geo: _Geometry, h: int, w: int) -> Tensor:
+    """Adjoint of ``_halo``: sums halo gradients (m, win*win, c) back into a map (n, H, W, c).
+
+    The halo is cut into block-sized tiles; tile (ty, tx) of block (i, j) lands on block (i + ty, j + tx) of
+    the padded map, so each tile offset is one add of non-overlapping strided regions.
+    """
+    b, win, pad, c = geo.block, geo.win, (geo.kernel - 1) // 2, x.shape[-1]
+    tiles = -(-win // b)
+    x = x.view(-1, geo.nbh, geo.nbw, win, win, c)
+    acc = x.new_zeros(x.shape[0], geo.nbh + tiles - 1, b, geo.nbw + tiles - 1, b, c)
+    for ty in range(tiles):
+        sy = min(b, win - ty * b)
+        for tx in range(tiles):
+            sx = min(b, win - tx * b)
+            tile = x[:, :, :, ty * b : ty * b + sy, tx * b : tx * b + sx].transpose(2, 3)
+            acc[:, ty : ty + geo.nbh, :sy, tx : tx + geo.nbw, :sx] += tile
+    acc = acc.view(x.shape[0], (geo.nbh + tiles - 1) * b, (geo.nbw + tiles - 1) * b, c)
+    return acc[:, pad : pad + h, pad : pad + w]
+
+
+def _window(x: Tensor, geo: _Geometry, start: int, axis: int) -> Tensor:
+    """(m, b*b, E) -> (m, b, b, k) view of features start + r + j (axis 0) or start + c + j (axis 1).
+
+    For query (r, c) of a block these are the slots of the k halo rows (columns) in its window, i.e. where
+    its relative logits go among the augmented features.
+    """
+    b, (sm, sq, _) = geo.block, x.stride()
+    strides = (sm, b * sq + 1, sq, 1) if axis == 0 else (sm, b * sq, sq + 1, 1)
+    return x.as_strided((x.shape[0], b, b, geo.kernel), strides, x.storage_offset() + start)
+
+
+class _Chunk(NamedTuple):
+    """Per-chunk buffers; E = d + 2 win + 1 augmented features."""
+
+    qa: Tensor  # (m, b*b, E): [scale q, relh + masks, relw + masks, -lse (0 in the forward pass)]
+    ka: Tensor  # (m, win*win, E): [k, onehot(halo row), onehot(halo col), 1]
+    vh: Tensor  # (m, win*win, d)
+
+
+def _chunk_buffers(x: Tensor, geo: _Geometry, blocks: int) -> _Chunk:
+    d, win = x.shape[-1], geo.win
+    qa = x.new_zeros(blocks, geo.block**2, d + 2 * win + 1)
+    ka = x.new_empty(blocks, win * win, d + 2 * win + 1)
+    ka[..., d:-1] = geo.onehot
+    ka[..., -1] = 1.0
+    return _Chunk(qa, ka, x.new_empty(blocks, win * win, d))
+
+
+def _fill(buf: _Chunk, q: Tensor, k: Tensor, v: Tensor, rel: tuple[Tensor, Tensor], geo: _Geometry) -> None:
+    """Fills buf (sliced to a chunk's m = n * nbh * nbw blocks) from that chunk of q, k, v (n, H, W, d)."""
+    d, win, b = q.shape[-1], geo.win, geo.block
+    qs = _to_blocks(q, geo, buf.qa).mul_(d**-0.5 * _LOG2E)  # base-2 logit units
+    blocks = buf.qa.view(-1, geo.nbh, geo.nbw, b, b, buf.qa.shape[-1])  # (n, nbh, nbw, r, c, E)
+    blocks[..., d : d + win] = geo.mask_row[:, None, :, None, :]
+    blocks[..., d + win : d + 2 * win] = geo.mask_col[None, :, None, :, :]
+    _window(buf.qa, geo, d, 0).add_((qs[..., : d // 2] @ rel[0].t()).view(-1, b, b, geo.kernel))
+    _window(buf.qa, geo, d + win, 1).add_((qs[..., d // 2 :] @ rel[1].t()).view(-1, b, b, geo.kernel))
+    _halo(k, geo, buf.ka)
+    _halo(v, geo, buf.vh)
+
+
+def _images_per_chunk(n: int, geo: _Geometry, x: Tensor) -> int:
+    """How many of the n = batch * heads maps one chunk holds."""
+    budget = _CHUNK_BYTES.get(x.device.type, _CHUNK_BYTES_DEFAULT)
+    per_image = geo.nbh * geo.nbw * geo.block**2 * geo.win**2 * x.element_size()
+    return max(1, min(n, budget // per_image))
+
+
+def _blocks_of(h: int, w: int) -> int:
+    return -(-h // _BLOCK) * -(-w // _BLOCK)
+
+
+@torch.library.custom_op("nas::local_attention", mutates_args=())
+def _local_attention(
+    q: Tensor, k: Tensor, v: Tensor, rel_row: Tensor, rel_col: Tensor, kernel: int
+) -> tuple[Tensor, Tensor]:
+    """SASA attention of channels-last (n, H, W, d) q, k, v with (kernel, d/2) relative tables.
+
+    Returns the output (n, H, W, d) and the base-2 log-sum-exp of every query's logits (for the backward
+    pass). One opaque op, so that tracers (fvcore's MAC count) see the attention, not the blocked kernel.
+    """
+    n, h, w, _ = q.shape
+    geo = _geometry(h, w, kernel, _BLOCK, q.device, q.dtype)
+    step, nb = _images_per_chunk(n, geo, q), geo.nbh * geo.nbw
+    buf = _chunk_buffers(q, geo, step * nb)
+    out = torch.empty_like(q)
+    acc = torch.promote_types(q.dtype, torch.float32)  # row sums and log-sum-exp of fp16 logits
+    lse = q.new_empty(n * nb, geo.block**2, 1, dtype=acc)
+    for s in range(0, n, step):
+        m = min(step, n - s) * nb
+        chunk = _Chunk(*(t[:m] for t in buf))
+        _fill(chunk, q[s : s + step], k[s : s + step], v[s : s + step], (rel_row, rel_col), geo)
+        logits = torch.bmm(chunk.qa, chunk.ka.transpose(1, 2))  # (m, b*b, win*win), base 2
+        peak = logits.amax(-1, keepdim=True)
+        p = logits.sub_(peak).exp2_()
+        total = p.sum(-1, keepdim=True, dtype=acc)
+        out[s : s + step] = _from_blocks(torch.bmm(p, chunk.vh).div_(total), geo, h, w)
+        torch.add(peak, total.log2_(), out=lse[s * nb : s * nb + m])
+    return out, lse
+
+
+@_local_attention.register_fake
+def _(
+    q: Tensor, k: Tensor, v: Tensor, rel_row: Tensor, rel_col: Tensor, kernel: int
+) -> tuple[Tensor, Tensor]:
+    n, h, w, _ = q.shape
+    acc = torch.promote_types(q.dtype, torch.float32)
+    return torch.empty_like(q), q.new_empty(n * _blocks_of(h, w), _BLOCK**2, 1, dtype=acc)
+
+
+@torch.library.custom_op("nas::local_attention_backward", mutates_args=())
+def _local_attention_backward(
+    grad: Tensor, q: Tensor, k: Tensor, v: Tensor, rel_row: Tensor, rel_col: Tensor, lse: Tensor, kernel: int
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """Gradients of ``nas::local_attention`` wrt q, k, v, rel_row, rel_col; recomputes the probabilities."""
+    n, h, w, d = q.shape
+    geo = _geometry(h, w, kernel, _BLOCK, q.device, q.dtype)
+    step, nb, bq, half = _images_per_chunk(n, geo, q), geo.nbh * geo.nbw, geo.block**2, d // 2
+    buf = _chunk_buffers(q, geo, step * nb)
+    go = q.new_empty(step * nb, bq, d)
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    d_rel_row, d_rel_col = torch.zeros_like(rel_row), torch.zeros_like(rel_col)
+    for s in range(0, n, step):
+        m = min(step, n - s) * nb
+        chunk = _Chunk(*(t[:m] for t in buf))
+        _fill(chunk, q[s : s + step], k[s : s + step], v[s : s + step], (rel_row, rel_col), geo)
+        qa, ka, qs = chunk.qa, chunk.ka, chunk.qa[..., :d]
+        qa[..., -1:] = -lse[s * nb : s * nb + m]
+        p = torch.bmm(qa, ka.transpose(1, 2)).exp2_()  # (m, b*b, win*win) probabilities
+        go_ = _to_blocks(grad[s : s + step], geo, go[:m])
+        # ds = p * (dp - rowsum(p * dp)) in one fused op; the gradient wrt the base-2 logits, hence ln 2
+        ds = torch._softmax_backward_data(torch.bmm(go_ * _LN2, chunk.vh.transpose(1, 2)), p, -1, p.dtype)
+        dv[s : s + step] = _fold_halo(torch.bmm(p.transpose(1, 2), go_), geo, h, w)
+        dk[s : s + step] = _fold_halo(torch.bmm(ds.transpose(1, 2), qs), geo, h, w)
+        dqa = torch.bmm(ds, ka)  # (m, b*b, E)
+        d_relh = _window(dqa, geo, d, 0).reshape(m * bq, -1)  # (m * b*b, k)
+        d_relw = _window(dqa, geo, d + geo.win, 1).reshape(m * bq, -1)
+        d_rel_row += d_relh.t() @ qs[..., :half].reshape(m * bq, half)
+        d_rel_col += d_relw.t() @ qs[..., half:].reshape(m * bq, half)
+        dqs = dqa[..., :d]
+        dqs[..., :half] += (d_relh @ rel_row).view(m, bq, half)
+        dqs[..., half:] += (d_relw @ rel_col).view(m, bq, half)
+        dq[s : s + step] = _from_blocks(dqs, geo, h, w) * (d**-0.5 * _LOG2E)
+    return dq, dk, dv, d_rel_row, d_rel_col
+
+
+@_local_attention_backward.register_fake
+def _(
+    grad: Tensor, q: Tensor, k: Tensor, v: Tensor, rel_row: Tensor, rel_col: Tensor, lse: Tensor, kernel: int
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    return tuple(torch.empty_like(t) for t in (q, k, v, rel_row, rel_col))
+
+
+def _setup_context(ctx, inputs: tuple, output: tuple[Tensor, Tensor]) -> None:
+    q, k, v, rel_row, rel_col, kernel = inputs
+    ctx.save_for_backward(q, k, v, rel_row, rel_col, output[1])
+    ctx.kernel = kernel
+
+
+def _backward(ctx, grad: Tensor, _grad_lse: Tensor | None) -> tuple[Tensor | None, ...]:
+    return (*_local_attention_backward(grad, *ctx.saved_tensors, ctx.kernel), None)
+
+
+_local_attention.register_autograd(_backward, setup_context=_setup_context)
+
+
+class LocalAttention(nn.Module):
+    """SASA token mixer: (B, dim, H, W) -> (B, out_dim, ceil(H / stride), ceil(W / stride))."""
+
+    def __init__(
+        self, dim: int, out_dim: int | None = None, *, heads: int = 8, k: int = 7, stride: int = 1
+    ) -> None:
+        super().__init__()
+        out_dim = out_dim or dim
+        if out_dim % heads:
+            raise ValueError(f"out_dim {out_dim} is not divisible by heads {heads}")
+        head_dim = out_dim // heads
+        if head_dim % 2:
+            raise ValueError(f"head dim {head_dim} must be even (half for rows, half for columns)")
+        if k < 3 or k % 2 == 0:
+            raise ValueError(f"window k must be odd and >= 3, got {k}")
+        if stride not in (1, 2):
+            raise ValueError(f"stride must be 1 or 2, got {stride}")
+        self.out_dim, self.heads, self.head_dim, self.k, self.stride = out_dim, heads, head_dim, k, stride
+        self.qkv = nn.Conv2d(dim, 3 * out_dim, 1, bias=False)
+        self.rel_row = nn.Parameter(torch.empty(k, head_dim // 2))
+        self.rel_col = nn.Parameter(torch.empty(k, head_dim // 2))
+        trunc_normal_(self.rel_row, std=0.02)
+        trunc_normal_(self.rel_col, std=0.02)
+        self.pool = pool2() if stride == 2 else nn.Identity()  # SASA pools after attention to downsample
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        """(B, heads, d, H, W) q, k, v -> (B, heads, d, H, W): Eq. 2 and 3 over each k x k window."""
+        b, heads, d, h, w = q.shape
+        dtype = q.dtype  # the kernel runs in the dtype the (autocast) qkv projection produced
+        q, k, v = (t.to(dtype).permute(0, 1, 3, 4, 2).reshape(b * heads, h, w, d) for t in (q, k, v))
+        with torch.autocast(q.device.type, enabled=False):
+            rel = (self.rel_row.to(dtype), self.rel_col.to(dtype))
+            out, _ = _local_attention(q, k, v, *rel, self.k)  # (B * heads, H, W, d)
+        return out.view(b, heads, h, w, d).permute(0, 1, 4, 2, 3)
+
+    def forward(self, x: Tensor) -> Tensor:
+        b, _, h, w = x.shape
+        q, k, v = self.qkv(x).view(b, 3, self.heads, self.head_dim, h, w).unbind(1)  # (B, heads, d, H, W)
+        return self.pool(self.attend(q, k, v).reshape(b, self.out_dim, h, w))
+
+
+@MIXERS.register("local")
+def _build_local(in_dim: int, out_dim: int, cfg: MixerCfg, stride: int) -> nn.Module:
+    return LocalAttention(in_dim, out_dim, heads=cfg.heads, k=cfg.k, stride=stride)

@@ -1,0 +1,79 @@
+"""``rel`` token mixer: global multi-head self-attention with a 2-D relative position bias (CoAtNet).
+
+Dai et al. 2021, "CoAtNet: Marrying Convolution and Attention for All Data Sizes", Eq. 3 (pre-normalization
+relative attention): ``y_i = sum_j softmax_j(x_i^T x_j / sqrt(d) + w_{i-j}) x_j`` with one learnable scalar
+``w`` per head and relative offset, a table of (2H-1)(2W-1) entries per head, added to the logits before the
+softmax. The table is sized for the feature map the mixer is built for; at another size it is resized by
+bilinear interpolation (as CoAtNet does when fine-tuning at 384 px). A downsampling use (stride 2, e.g. in a
+BoTNet-style bottleneck) average-pools after attention.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from timm.layers import trunc_normal_
+
+from nas.ops._layers import pool2
+from nas.ops.registry import MIXERS, MixerCfg
+
+__all__ = ["RelAttention", "relative_index"]
+
+
+def relative_index(height: int, width: int, device: torch.device | None = None) -> torch.Tensor:
+    """(N, N) index into a flattened (2H-1, 2W-1) table for every query/key pair of an H x W map."""
+    rows, cols = torch.meshgrid(
+        torch.arange(height, device=device), torch.arange(width, device=device), indexing="ij"
+    )
+    coords = torch.stack((rows.flatten(), cols.flatten()))  # (2, N)
+    rel = coords[:, :, None] - coords[:, None, :]  # (2, N, N), offsets in [-(H-1), H-1] x [-(W-1), W-1]
+    return (rel[0] + height - 1) * (2 * width - 1) + (rel[1] + width - 1)
+
+
+class RelAttention(nn.Module):
+    def __init__(
+        self,
+        dim: int,
+        out_dim: int | None = None,
+        *,
+        heads: int,
+        feat_size: tuple[int, int],
+        stride: int = 1,
+    ) -> None:
+        super().__init__()
+        out_dim = out_dim or dim
+        if out_dim % heads:
+            raise ValueError(f"rel attention: {out_dim} channels are not divisible by {heads} heads")
+        self.heads = heads
+        self.feat_size = tuple(feat_size)
+        self.qkv = nn.Conv2d(dim, 3 * out_dim, 1)
+        self.proj = nn.Conv2d(out_dim, out_dim, 1)
+        height, width = self.feat_size
+        self.bias_table = nn.Parameter(torch.zeros(heads, 2 * height - 1, 2 * width - 1))
+        trunc_normal_(self.bias_table, std=0.02)
+        self.register_buffer("rel_index", relative_index(height, width), persistent=False)
+        self.pool = pool2() if stride == 2 else nn.Identity()
+
+    def position_bias(self, height: int, width: int) -> torch.Tensor:
+        """(heads, N, N) additive logits bias for an H x W map."""
+        table, index = self.bias_table, self.rel_index
+        if (height, width) != self.feat_size:
+            table = F.interpolate(
+                table[None], size=(2 * height - 1, 2 * width - 1), mode="bilinear", align_corners=False
+            )[0]
+            index = relative_index(height, width, device=table.device)
+        return table.flatten(1)[:, index]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, _, height, width = x.shape
+        q, k, v = self.qkv(x).reshape(batch, 3, self.heads, -1, height * width).transpose(-1, -2).unbind(1)
+        bias = self.position_bias(height, width).to(q.dtype)  # (heads, N, N)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)  # (B, heads, N, d)
+        out = out.transpose(-1, -2).reshape(batch, -1, height, width)
+        return self.pool(self.proj(out))
+
+
+@MIXERS.register("rel")
+def _build_rel(in_dim: int, out_dim: int, cfg: MixerCfg, stride: int) -> nn.Module:
+    return RelAttention(in_dim, out_dim, heads=cfg.heads, feat_size=cfg.feat_size, stride=stride)

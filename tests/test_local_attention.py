@@ -1,0 +1,162 @@
+"""The ``local`` mixer (SASA, blocked kernel) against the naive unfold reference: values, gradients, masks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from local_attention_reference import local_attention_reference
+
+from nas.ops import local_attention
+from nas.ops.local_attention import LocalAttention, _local_attention
+from nas.ops.registry import MIXERS, MixerCfg
+
+# (k, heads, head dim, (H, W)): odd sizes, sizes that are not whole query blocks, maps smaller than k
+CASES = [
+    (3, 2, 4, (5, 7)),
+    (3, 1, 2, (1, 6)),
+    (5, 4, 2, (9, 9)),
+    (5, 2, 6, (2, 3)),
+    (7, 2, 8, (14, 14)),
+    (7, 1, 6, (13, 17)),
+    (7, 3, 4, (1, 1)),
+    (7, 2, 4, (6, 4)),
+]
+IDS = [f"k{k}-h{heads}-d{d}-{h}x{w}" for k, heads, d, (h, w) in CASES]
+
+
+def _mixer(k: int, heads: int, head_dim: int, stride: int = 1, dtype=torch.float32) -> LocalAttention:
+    """A mixer from 6 to heads * head_dim channels, with relative embeddings large enough to matter."""
+    mixer = LocalAttention(6, heads * head_dim, heads=heads, k=k, stride=stride).to(dtype)
+    with torch.no_grad():
+        mixer.rel_row.normal_()
+        mixer.rel_col.normal_()
+    return mixer
+
+
+def _reference_forward(mixer: LocalAttention, x: torch.Tensor) -> torch.Tensor:
+    b, _, h, w = x.shape
+    q, k, v = mixer.qkv(x).view(b, 3, mixer.heads, mixer.head_dim, h, w).unbind(1)
+    out = local_attention_reference(q, k, v, mixer.rel_row, mixer.rel_col, mixer.k)
+    out = out.reshape(b, mixer.out_dim, h, w)
+    return F.avg_pool2d(out, 2, 2, ceil_mode=True, count_include_pad=False) if mixer.stride == 2 else out
+
+
+def _grads(mixer: LocalAttention, x: torch.Tensor, upstream: torch.Tensor, forward) -> list[torch.Tensor]:
+    x = x.detach().requires_grad_()
+    inputs = [x, mixer.qkv.weight, mixer.rel_row, mixer.rel_col]
+    return list(torch.autograd.grad((forward(x) * upstream).sum(), inputs))
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize(("k", "heads", "head_dim", "size"), CASES, ids=IDS)
+def test_forward_matches_reference(
+    k: int, heads: int, head_dim: int, size: tuple[int, int], stride: int
+) -> None:
+    mixer, x = _mixer(k, heads, head_dim, stride), torch.randn(2, 6, *size)
+    out = mixer(x)
+    assert out.shape == (2, heads * head_dim, -(-size[0] // stride), -(-size[1] // stride))
+    torch.testing.assert_close(out, _reference_forward(mixer, x), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize(("k", "heads", "head_dim", "size"), CASES, ids=IDS)
+def test_gradients_match_reference(
+    k: int, heads: int, head_dim: int, size: tuple[int, int], dtype: torch.dtype
+) -> None:
+    mixer, x = _mixer(k, heads, head_dim, dtype=dtype), torch.randn(2, 6, *size, dtype=dtype)
+    upstream = torch.randn(2, heads * head_dim, *size, dtype=dtype)
+    ours = _grads(mixer, x, upstream, mixer)
+    reference = _grads(mixer, x, upstream, lambda t: _reference_forward(mixer, t))
+    for name, a, b in zip(["input", "qkv.weight", "rel_row", "rel_col"], ours, reference, strict=True):
+        tol = 1e-5 * max(1.0, b.abs().max().item()) if dtype == torch.float32 else 1e-10
+        torch.testing.assert_close(a, b, atol=tol, rtol=0, msg=lambda m, name=name: f"d {name}: {m}")
+
+
+def test_stride_2_gradients_match_reference() -> None:
+    mixer, x = _mixer(5, 2, 4, stride=2), torch.randn(2, 6, 7, 9)
+    upstream = torch.randn(2, 8, 4, 5)
+    ours = _grads(mixer, x, upstream, mixer)
+    reference = _grads(mixer, x, upstream, lambda t: _reference_forward(mixer, t))
+    for a, b in zip(ours, reference, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5 * max(1.0, b.abs().max().item()), rtol=0)
+
+
+@pytest.mark.parametrize("images_per_chunk", [1, 4])
+def test_chunking_matches_reference(images_per_chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 2 x 3 = 6 images: one per chunk, or a full chunk of 4 and a partial one of 2
+    monkeypatch.setattr(local_attention, "_images_per_chunk", lambda n, geo, x: min(n, images_per_chunk))
+    mixer, x = _mixer(5, 3, 4), torch.randn(2, 6, 9, 10)
+    upstream = torch.randn(2, 12, 9, 10)
+    torch.testing.assert_close(mixer(x), _reference_forward(mixer, x), atol=1e-5, rtol=0)
+    ours = _grads(mixer, x, upstream, mixer)
+    reference = _grads(mixer, x, upstream, lambda t: _reference_forward(mixer, t))
+    for a, b in zip(ours, reference, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5 * max(1.0, b.abs().max().item()), rtol=0)
+
+
+def test_keys_outside_the_image_get_no_weight() -> None:
+    # Every in-image logit is q . k = -18 (d = 4, scale 1/2) plus small relative terms. Zero-vector keys in
+    # the padding would score about 0 and take almost all the weight (values 0 there), pulling outputs to
+    # ~0; excluded from the softmax, the weights over in-image keys (values 1) must sum to exactly 1.
+    mixer = LocalAttention(4, heads=1, k=7)
+    q = torch.full((2, 1, 4, 3, 5), 3.0)
+    v = torch.ones_like(q)
+    for out in (mixer.attend(q, -q, v), local_attention_reference(q, -q, v, mixer.rel_row, mixer.rel_col, 7)):
+        torch.testing.assert_close(out, v, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("k", [3, 5])
+def test_keys_outside_the_window_cannot_leak(k: int) -> None:
+    # The blocked kernel scores every query against its block's whole halo, which holds in-image keys
+    # outside the query's own k x k window: a huge key and value there must not change its output.
+    mixer = _mixer(k, 1, 4)
+    q, keys, v = (torch.randn(1, 1, 4, 12, 12) for _ in range(3))
+    out = mixer.attend(q, keys, v)
+    far = k // 2 + 1  # just outside the window of query (5, 5), inside the halo of its block
+    keys, v = keys.clone(), v.clone()
+    keys[..., 5 + far, 5] = 1e3 * q[..., 5, 5]
+    v[..., 5 + far, 5] = 1e6
+    changed = mixer.attend(q, keys, v)
+    assert torch.equal(changed[..., 5, 5], out[..., 5, 5])
+    assert not torch.equal(changed[..., 5 + far, 5], out[..., 5 + far, 5])  # the perturbation is real
+
+
+def test_half_precision_is_finite_and_close() -> None:
+    mixer = _mixer(7, 2, 8)
+    q, k, v = (torch.randn(2, 2, 8, 9, 11) for _ in range(3))
+    expected = mixer.attend(q, k, v)
+    for dtype, tol in ((torch.float16, 1e-2), (torch.bfloat16, 5e-2)):
+        low = [t.to(dtype).requires_grad_() for t in (q, k, v)]
+        out = mixer.attend(*low)
+        out.float().sum().backward()
+        assert out.dtype == dtype and all(torch.isfinite(t.grad).all() for t in low)
+        torch.testing.assert_close(out.float(), expected, atol=tol, rtol=0)
+
+
+def test_core_is_one_op_with_consistent_registrations() -> None:
+    q, k, v = (torch.randn(2, 5, 6, 4, requires_grad=True) for _ in range(3))
+    rel_row, rel_col = (torch.randn(3, 2, requires_grad=True) for _ in range(2))
+    checks = ("test_schema", "test_autograd_registration", "test_faketensor")
+    torch.library.opcheck(_local_attention, (q, k, v, rel_row, rel_col, 3), test_utils=checks)
+
+
+def test_registered_builder() -> None:
+    mixer = MIXERS.get("local")(16, 24, MixerCfg("local", heads=3, k=5), 2)
+    assert isinstance(mixer, LocalAttention) and (mixer.heads, mixer.k, mixer.stride) == (3, 5, 2)
+    assert mixer(torch.randn(1, 16, 7, 6)).shape == (1, 24, 4, 3)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"out_dim": 12, "heads": 5}, "divisible"),
+        ({"out_dim": 12, "heads": 4}, "even"),
+        ({"k": 4}, "odd"),
+        ({"k": 1}, "odd"),
+        ({"stride": 3}, "stride"),
+    ],
+)
+def test_rejects_invalid_configurations(kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        LocalAttention(8, **{"heads": 2, **kwargs})

@@ -1,0 +1,59 @@
+"""The model builder: any valid Arch builds and runs at any input size its stride allows."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from strategies import archs
+from test_ops import _check_runs_and_trains
+
+from nas import build_model
+from nas.arch import Arch, Head, Stage, Stem
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "hybrid.json"
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(archs(max_stages=3, max_width=32, max_depth=2))
+def test_random_archs_build_run_and_train(arch: Arch) -> None:
+    torch.manual_seed(0)
+    size = 2 * arch.min_img_size  # every map >= 2x2: attention over a single token has no gradient to learn
+    model = build_model(arch, num_classes=5, img_size=size)
+    assert model.num_features == arch.stages[-1].width
+    for side in (arch.min_img_size, size + 3):
+        x = torch.randn(2, 3, side, side)
+        features = model.forward_features(x)
+        last = math.ceil(side / arch.stride)
+        assert features.shape == (2, model.num_features, last, last)
+    _check_runs_and_trains(model, torch.randn(2, 3, size, size), (2, 5))
+
+
+def test_example_arch_at_224_and_at_a_proxy_size() -> None:
+    arch = Arch.load(EXAMPLE)
+    model = build_model(arch, num_classes=10, img_size=224).eval()
+    with torch.no_grad():
+        assert model(torch.randn(1, 3, 224, 224)).shape == (1, 10)
+        assert model.forward_features(torch.randn(1, 3, 64, 96)).shape == (1, 768, 2, 3)
+    assert model.feature_size == (7, 7)
+
+
+def test_image_too_small_is_a_clear_error() -> None:
+    arch = Arch(Stem("conv", 16), (Stage("mbconv", "conv", 1, 16),) * 4)
+    with pytest.raises(
+        ValueError,
+        match=r"image size 16x16 is too small for .*total stride is 32, so each side must be at least 32 px",
+    ):
+        build_model(arch, img_size=16)
+
+
+def test_heads_and_drop_path() -> None:
+    arch = Arch(Stem("patch", 32, patch=4), (Stage("transformer", "rel", 3, 32, stride=1),), Head("mlp", 24))
+    model = build_model(arch, num_classes=7, img_size=16, drop_path_rate=0.2, drop_rate=0.1)
+    rates = [getattr(block.drop_path, "drop_prob", 0.0) for block in model.stages[0]]
+    assert rates == pytest.approx([0.0, 0.1, 0.2])  # linear in depth, as timm
+    assert model.forward_head(torch.randn(2, 32, 4, 4), pre_logits=True).shape == (2, 24)
+    assert model(torch.randn(2, 3, 16, 16)).shape == (2, 7)
