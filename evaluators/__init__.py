@@ -4,4 +4,6 @@ Cost models (params, MACs via fvcore, measured latency), data, proxy training, o
 zero-cost baselines live here; each takes an :class:`nas.arch.Arch` and returns numbers.
 """
 
-__all__: list[str] = []
+from evaluators.complexity import Complexity, StageCost, count, latency_ms, macs_of
+
+__all__ = ["Complexity", "StageCost", "count", "latency_ms", "macs_of"]

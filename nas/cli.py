@@ -136,5 +136,160 @@ def inspect(
     console.print(f"forward, batch 1 at {img_size}x{img_size} on the CPU: {ms:.0f} ms")
 
 
+def _check_format(value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"unknown format {value!r}; allowed: {', '.join(allowed)}")
+
+
+def _rel(ours: float, paper: float | None) -> float | None:
+    return None if not paper else ours / paper - 1
+
+
+@app.command()
+def spaces() -> None:
+    """List the search spaces: choices, cardinality, baselines and proxy profiles."""
+    from search_spaces import get_space, list_spaces
+
+    for name in list_spaces():
+        space = get_space(name)
+        table = Table(title=f"{name}: {space.description}", show_header=False, title_justify="left")
+        table.add_column("decision", style="bold")
+        table.add_column("choices")
+        for decision, text in space.choices().items():
+            table.add_row(decision, text)
+        table.add_row("cardinality", f"{space.cardinality():,} architectures")
+        table.add_row("baselines", ", ".join(space.baselines()))
+        table.add_row("profiles", "; ".join(f"{p.name}: {p.description}" for p in space.profiles.values()))
+        console.print(table)
+
+
+@app.command()
+def baselines(
+    space: Annotated[str, typer.Option(help="Search space name (see `nas spaces`).")] = "coatnet",
+    img_size: Annotated[int, typer.Option(help="Input side in pixels.")] = 224,
+    fmt: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
+) -> None:
+    """Params and MACs of every baseline of a space beside the paper's figures (in the paper's convention)."""
+    import csv
+    import json
+    import sys
+
+    with _user_errors():
+        _check_format(fmt, ("table", "json", "csv"))
+        from evaluators.complexity import count
+        from search_spaces import get_space
+
+        rows = []
+        for baseline in get_space(space).baselines().values():
+            cost = count(baseline.arch, img_size=img_size)
+            paper = baseline.paper
+            paper_flops = paper.flops_at(img_size)
+            paper_macs = None if paper_flops is None else paper_flops / paper.to_paper_convention(1)
+            rows.append(
+                {
+                    "name": baseline.name,
+                    "key": baseline.arch.key,
+                    "arch": baseline.arch.to_flat(),
+                    "img_size": img_size,
+                    "params": cost.params,
+                    "macs": cost.macs,
+                    "paper_params": paper.params,
+                    "paper_macs": paper_macs,
+                    "paper_flops": paper_flops,
+                    "paper_convention": paper.convention,
+                    "flops": paper.to_paper_convention(cost.macs),
+                    "params_diff": _rel(cost.params, paper.params),
+                    "macs_diff": _rel(cost.macs, paper_macs),
+                    "source": paper.source,
+                }
+            )
+    if fmt == "json":
+        console.print_json(json.dumps(rows))
+        return
+    if fmt == "csv":
+        writer = csv.DictWriter(
+            sys.stdout, fieldnames=[k for k in rows[0] if k != "arch"], extrasaction="ignore"
+        )
+        writer.writeheader()
+        writer.writerows(rows)
+        return
+    table = Table(
+        title=f"{space} baselines at {img_size} px",
+        caption="MACs: one multiply-add = 1. Paper FLOPs in the paper's convention: MACs (CoAtNet) or "
+        "2xMACs (SASA's FLOPS); Δ compares MACs.",
+    )
+    table.add_column("baseline")
+    for column in ("params", "paper", "Δ", "MACs", "paper FLOPs", "Δ "):
+        table.add_column(column, justify="right", no_wrap=True)
+    for row in rows:
+        paper_flops = (
+            "-"
+            if row["paper_flops"] is None
+            else f"{row['paper_flops'] / 1e9:.1f}G {row['paper_convention']}"
+        )
+        table.add_row(
+            row["name"],
+            f"{row['params'] / 1e6:.2f}M",
+            _fmt(row["paper_params"], 1e6, "M"),
+            _pct(row["params_diff"]),
+            f"{row['macs'] / 1e9:.3f}G",
+            paper_flops,
+            _pct(row["macs_diff"]),
+        )
+    console.print(table)
+
+
+def _fmt(value: float | None, scale: float, unit: str) -> str:
+    return "-" if value is None else f"{value / scale:.1f}{unit}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:+.1f}%"
+
+
+@app.command()
+def cost(
+    arch_file: Annotated[Path, typer.Argument(help="Architecture JSON (the flat labelled dict).")],
+    img_size: Annotated[int, typer.Option(help="Input side in pixels.")] = 224,
+    num_classes: Annotated[int, typer.Option(help="Classifier outputs.")] = 1000,
+    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+) -> None:
+    """Params and MACs of an architecture, in total and per stage."""
+    import json
+
+    from nas.arch import Arch
+
+    with _user_errors():
+        _check_format(fmt, ("table", "json"))
+        arch = Arch.load(arch_file)
+        from evaluators.complexity import count
+
+        result = count(arch, img_size=img_size, num_classes=num_classes)
+    if fmt == "json":
+        parts = [{"part": p.name, "params": p.params, "macs": p.macs} for p in result.parts]
+        console.print_json(
+            json.dumps(
+                {
+                    "key": arch.key,
+                    "arch": arch.to_flat(),
+                    "img_size": img_size,
+                    "params": result.params,
+                    "macs": result.macs,
+                    "parts": parts,
+                }
+            )
+        )
+        return
+    table = Table(title=f"{arch.key} at {img_size} px")
+    for column in ("part", "params", "MACs", "share"):
+        table.add_column(column, justify="left" if column == "part" else "right")
+    for part in result.parts:
+        table.add_row(
+            part.name, f"{part.params:,}", f"{part.macs:,}", f"{100 * part.macs / result.macs:.1f}%"
+        )
+    table.add_row("[bold]total", f"[bold]{result.params:,}", f"[bold]{result.macs:,}", "")
+    console.print(table)
+
+
 def main() -> None:
     app()

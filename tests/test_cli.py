@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
+from nas.arch import Arch
 from nas.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,3 +71,55 @@ def test_inspect_bad_input_is_one_sentence_and_exit_2(tmp_path) -> None:
         assert message in result.output
         assert "Traceback" not in result.output
         assert result.output.strip().count("\n") == 0 or len(result.output.strip().splitlines()) <= 3
+
+
+def test_spaces_lists_choices_and_cardinality() -> None:
+    result = runner.invoke(app, ["spaces"])
+    assert result.exit_code == 0, result.output
+    for text in ("coatnet", "sasa", "12,716,691,456", "209,952", "ViT_REL", "ResNet-50 full-attention"):
+        assert text in result.output
+
+
+def test_baselines_json_is_machine_readable() -> None:
+    result = runner.invoke(app, ["baselines", "--space", "sasa", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert len(rows) == 9
+    r50 = next(r for r in rows if r["name"] == "ResNet-50 conv")
+    assert {"name", "arch", "params", "macs", "paper_params", "paper_macs", "paper_convention"} <= set(r50)
+    assert Arch.from_flat(r50["arch"]).key == r50["key"]
+    assert r50["paper_convention"] == "2xMACs" and r50["paper_macs"] == 4.1e9
+    assert abs(r50["macs"] / r50["paper_macs"] - 1) < 0.01
+
+
+def test_baselines_table_and_csv() -> None:
+    table = runner.invoke(app, ["baselines", "--space", "sasa"])
+    assert table.exit_code == 0 and "2xMACs" in table.output and "ResNet-38 conv" in table.output
+    csv_out = runner.invoke(app, ["baselines", "--space", "sasa", "--format", "csv"])
+    assert csv_out.exit_code == 0 and csv_out.output.splitlines()[0].startswith(
+        "name,key,img_size,params,macs"
+    )
+
+
+def test_cost_breaks_down_by_stage() -> None:
+    result = runner.invoke(
+        app, ["cost", str(ROOT / "examples" / "hybrid.json"), "--img-size", "64", "--format", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert [p["part"].split()[0] for p in data["parts"]] == ["stem", "s1", "s2", "s3", "s4", "head"]
+    assert sum(p["macs"] for p in data["parts"]) == data["macs"] > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["baselines", "--space", "nope"], "unknown search space 'nope'; available: coatnet, sasa"),
+        (["baselines", "--format", "xml"], "unknown format 'xml'; allowed: table, json, csv"),
+        (["cost", "missing.json"], "cannot be read"),
+    ],
+)
+def test_bad_input_exits_2(args: list[str], message: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert message in result.output and "Traceback" not in result.output

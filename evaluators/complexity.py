@@ -1,0 +1,209 @@
+"""Cost without training: parameters, MACs (fvcore) and measured latency of an architecture.
+
+MACs are counted by fvcore's ``FlopCountAnalysis`` (one multiply-add = 1, the convention of fvcore and of
+CoAtNet's "FLOPs"; SASA's "FLOPS" are 2 x MACs). fvcore skips or miscounts several ops our models emit, so
+this module registers handlers for every one of them:
+
+- ``aten::scaled_dot_product_attention`` (skipped by fvcore): ``B h Nq Nk (E + Ev)``;
+- ``aten::matmul`` with broadcasting (fvcore ignores the batch dims of a broadcast operand) and
+  ``aten::einsum`` with two operands (fvcore's generic path allocates both operands as float64 arrays): the
+  product of all dimensions involved;
+- ``nas::local_attention``, the core of the ``local`` mixer, which appears as one op when traced: its exact
+  algorithmic cost ``B N k^2 C`` for logits and for the weighted sum, plus ``B N k C`` for the row and column
+  relative logits (the blocked implementation does extra, masked work that is not the op's cost);
+- element-wise and data-movement ops (activations, residual adds, pooling, softmax, the SE gate, ...):
+  explicitly zero, so that anything left in ``unsupported_ops`` is an op whose cost nobody has accounted for.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+with warnings.catch_warnings():  # fvcore's import scripts a loss function, which torch now warns about
+    warnings.simplefilter("ignore", FutureWarning)
+    from fvcore.nn import FlopCountAnalysis
+    from fvcore.nn.jit_handles import get_shape
+
+from nas.arch import Arch
+from nas.model import build_model
+
+__all__ = ["Complexity", "StageCost", "count", "flop_count_analysis", "latency_ms", "macs_of"]
+
+# Ops with no multiply-accumulate work (MACs count only multiply-adds, as fvcore, CoAtNet and SASA do).
+_ZERO_MAC_OPS = (
+    "aten::add",
+    "aten::add_",
+    "aten::sub",
+    "aten::rsub",
+    "aten::mul",
+    "aten::mul_",
+    "aten::div",
+    "aten::div_",
+    "aten::gelu",
+    "aten::silu",
+    "aten::silu_",
+    "aten::sigmoid",
+    "aten::tanh",
+    "aten::relu",
+    "aten::relu_",
+    "aten::softmax",
+    "aten::sum",
+    "aten::mean",
+    "aten::avg_pool2d",
+    "aten::max_pool2d",
+    "aten::exp",
+    "aten::pad",
+    "aten::repeat",
+    "aten::unbind",
+    "aten::linspace",
+    "aten::linalg_vector_norm",
+    "aten::neg",
+    "aten::im2col",
+    "aten::unfold",
+    "aten::scatter",
+    "aten::where",
+    "aten::abs",
+    "aten::amax",
+)
+
+
+def _sdpa_macs(inputs: list[Any], outputs: list[Any]) -> int:
+    q, k, v = (get_shape(inputs[i]) for i in range(3))
+    batch = math.prod(q[:-2])
+    return batch * q[-2] * k[-2] * (q[-1] + v[-1])
+
+
+def _matmul_macs(inputs: list[Any], outputs: list[Any]) -> int:
+    a, b = get_shape(inputs[0]), get_shape(inputs[1])
+    a, b = ([1, *a] if len(a) == 1 else a), ([*b, 1] if len(b) == 1 else b)
+    batch = torch.broadcast_shapes(tuple(a[:-2]), tuple(b[:-2]))
+    return math.prod(batch) * a[-2] * a[-1] * b[-1]
+
+
+def _einsum_macs(inputs: list[Any], outputs: list[Any]) -> int:
+    equation = inputs[0].toIValue().replace(" ", "")
+    shapes = [get_shape(v) for v in inputs[1].node().inputs()]
+    operands = equation.split("->")[0].split(",")
+    if len(operands) != 2 or "." in equation:
+        raise NotImplementedError(f"einsum {equation!r}: only two explicit operands are counted")
+    sizes = {}
+    for letters, shape in zip(operands, shapes, strict=True):
+        sizes.update(zip(letters, shape, strict=True))
+    return math.prod(sizes.values())
+
+
+def _local_attention_macs(inputs: list[Any], outputs: list[Any]) -> int:
+    query = get_shape(inputs[0])  # every query channel of every pixel, in any layout
+    kernel = get_shape(inputs[3])[0]  # rel_row: (k, d / 2)
+    return math.prod(query) * (2 * kernel * kernel + kernel)
+
+
+_HANDLERS: dict[str, Callable | None] = {
+    "aten::scaled_dot_product_attention": _sdpa_macs,
+    "aten::matmul": _matmul_macs,
+    "aten::einsum": _einsum_macs,
+    "nas::local_attention": _local_attention_macs,
+    **dict.fromkeys(_ZERO_MAC_OPS),
+}
+
+
+def flop_count_analysis(
+    model: nn.Module, inputs: torch.Tensor | tuple[torch.Tensor, ...]
+) -> FlopCountAnalysis:
+    """fvcore's analysis of ``model`` on ``inputs`` with this project's handlers, warnings off."""
+    analysis = FlopCountAnalysis(model, inputs)
+    analysis.set_op_handle(**_HANDLERS)
+    analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False).tracer_warnings("none")
+    return analysis
+
+
+def macs_of(model: nn.Module, inputs: torch.Tensor | tuple[torch.Tensor, ...]) -> int:
+    """Total MACs of one forward of ``model`` in eval mode; raises if an op that may cost is uncounted."""
+    was_training = model.training
+    model.eval()
+    try:
+        analysis = flop_count_analysis(model, inputs)
+        total = analysis.total()
+        uncounted = analysis.unsupported_ops()
+    finally:
+        model.train(was_training)
+    if uncounted:
+        raise RuntimeError(f"ops without a MAC count: {dict(uncounted)}; register a handler in {__name__}")
+    return int(total)
+
+
+@dataclass(frozen=True)
+class StageCost:
+    name: str
+    params: int
+    macs: int
+
+
+@dataclass(frozen=True)
+class Complexity:
+    """Params and MACs of an architecture at ``img_size``, in total and per part (stem, s1.., head)."""
+
+    params: int
+    macs: int
+    img_size: int
+    parts: tuple[StageCost, ...]
+
+
+def count(arch: Arch, img_size: int = 224, in_chans: int = 3, num_classes: int = 1000) -> Complexity:
+    """Params and MACs of ``arch`` built for ``num_classes`` and one ``in_chans`` x ``img_size``^2 image."""
+    model = build_model(arch, num_classes=num_classes, in_chans=in_chans, img_size=img_size).eval()
+    with torch.no_grad():
+        analysis = flop_count_analysis(model, torch.zeros(1, in_chans, img_size, img_size))
+        total = int(analysis.total())
+        uncounted = analysis.unsupported_ops()
+        if uncounted:
+            raise RuntimeError(f"ops without a MAC count in {arch.key}: {dict(uncounted)}")
+        by_module = analysis.by_module()
+    parts = [StageCost(f"stem {arch.stem.key}", _params(model.stem), int(by_module["stem"]))]
+    for i, stage in enumerate(arch.stages):
+        parts.append(
+            StageCost(f"s{i + 1} {stage.key}", _params(model.stages[i]), int(by_module[f"stages.{i}"]))
+        )
+    head_params = _params(model) - sum(p.params for p in parts)
+    parts.append(StageCost(f"head {arch.head.kind}", head_params, total - sum(p.macs for p in parts)))
+    return Complexity(_params(model), total, img_size, tuple(parts))
+
+
+def _params(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+def latency_ms(
+    model: nn.Module,
+    img_size: int = 224,
+    in_chans: int = 3,
+    device: torch.device | str | None = None,
+    warmup: int = 5,
+    repeats: int = 20,
+) -> float:
+    """Median wall time of a batch-1 forward pass (eval mode, no grad) after ``warmup`` passes, on ``device``
+    (CUDA when present, else CPU); CUDA work is synchronized before each clock read."""
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    model = model.to(device).eval()
+    x = torch.randn(1, in_chans, img_size, img_size, device=device)
+    times = []
+    with torch.no_grad():
+        for i in range(warmup + repeats):
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            start = time.perf_counter()
+            model(x)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            if i >= warmup:
+                times.append(1000 * (time.perf_counter() - start))
+    return statistics.median(times)

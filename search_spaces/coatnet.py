@@ -1,0 +1,183 @@
+"""The ``coatnet`` space: CoAtNet's four-stage layout with a free choice of block per stage.
+
+Dai et al. 2021 ("CoAtNet", Table 3) fix the layout C-C-T-T: a stride-2 conv stem (S0), MBConv stages S1-S2
+and relative-attention Transformer stages S3-S4, at output strides 4, 8, 16 and 32. Here each stage chooses
+``mbconv``, ``transformer(local, k)`` (SASA's local attention), ``transformer(rel)`` (CoAtNet) or
+``transformer(ext)`` (EANet), with its depth and width from ranges that contain CoAtNet-0..4; the stem is the
+conv stem or a ViT patch stem of patch 4, 8 or 16. Behind a patch stem of patch p, the stages whose output
+stride is finer than p are dropped, the stage at stride p keeps the patch resolution (stride 1) and takes the
+patch embedding's width, and later stages downsample as usual. The head is timm's CoAtNet pre-logits head
+(LayerNorm, Linear to the last width, tanh), which the papers' parameter counts include.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+from nas.arch import Arch, Head, Stage, Stem
+from search_spaces.base import Baseline, PaperFigure, ProxyProfile, SearchSpace
+
+__all__ = ["CoAtNetSpace"]
+
+_NATIVE_STRIDE = (4, 8, 16, 32)  # output stride of S1..S4 behind the stride-2 conv stem
+_DEPTHS = ((1, 3), (1, 12), (1, 28), (1, 3))
+_WIDTHS = ((64, 96, 128, 192), (128, 192, 256, 384), (256, 384, 512, 768), (512, 768, 1024, 1536))
+_STEM_WIDTHS = (64, 128, 192)
+_PATCHES = (4, 8, 16)
+_OPS = ("mbconv", "local", "rel", "ext")
+_LOCAL_K = (3, 5, 7, 9, 11)
+
+# Table 3 layouts (S0 width, S1..S4 depths and widths) and Table 4 costs (params, MACs at 224 and 384 px).
+_COATNETS = {
+    "CoAtNet-0": (64, (2, 3, 5, 2), (96, 192, 384, 768), 25e6, 4.2e9, 13.4e9),
+    "CoAtNet-1": (64, (2, 6, 14, 2), (96, 192, 384, 768), 42e6, 8.4e9, 27.4e9),
+    "CoAtNet-2": (128, (2, 6, 14, 2), (128, 256, 512, 1024), 75e6, 15.7e9, 49.8e9),
+    "CoAtNet-3": (192, (2, 6, 14, 2), (192, 384, 768, 1536), 168e6, 34.7e9, 107.4e9),
+    "CoAtNet-4": (192, (2, 12, 28, 2), (192, 384, 768, 1536), 275e6, None, None),
+}
+_SOURCE = "Dai et al. 2021, CoAtNet, Table 3-4"
+
+
+def _stage(op: str, depth: int, width: int, stride: int, k: int | None = None) -> Stage:
+    if op == "mbconv":
+        return Stage("mbconv", "conv", depth, width, stride=stride)
+    return Stage("transformer", op, depth, width, stride=stride, k=k)
+
+
+def _op(stage: Stage, label: str) -> str:
+    if stage.block == "mbconv":
+        return "mbconv"
+    if stage.block == "transformer" and stage.mixer in _OPS:
+        return stage.mixer
+    raise ValueError(
+        f"{label}: {stage.block}({stage.mixer}) is not a choice of the coatnet space; allowed: "
+        "mbconv, transformer(local), transformer(rel), transformer(ext)"
+    )
+
+
+class CoAtNetSpace(SearchSpace):
+    name = "coatnet"
+    description = (
+        "CoAtNet's 4-stage layout; per stage MBConv or a Transformer with local, rel or ext attention"
+    )
+    profiles: ClassVar[dict[str, ProxyProfile]] = {
+        "cpu": ProxyProfile(
+            "cpu",
+            img_size=32,
+            width_mult=0.25,
+            depth_mult=0.34,
+            relax_strides=1,
+            epochs=2,
+            batch_size=128,
+            train_samples=6000,
+            description="32 px, 1/4 width, 1/3 depth, S1 at stride 1: minutes on 2 CPU cores",
+        ),
+        "gpu": ProxyProfile(
+            "gpu",
+            img_size=64,
+            width_mult=0.5,
+            depth_mult=0.5,
+            relax_strides=1,
+            epochs=10,
+            batch_size=256,
+            description="64 px, 1/2 width and depth, 10 epochs",
+        ),
+        "full": ProxyProfile(
+            "full", img_size=224, epochs=300, batch_size=1024, description="the network itself at 224 px"
+        ),
+    }
+
+    def sample(self, trial: Any) -> Arch:
+        patch = None
+        if trial.suggest_categorical("stem", ("conv", "patch")) == "patch":
+            patch = trial.suggest_categorical("stem.patch", _PATCHES)
+        first = 0 if patch is None else _NATIVE_STRIDE.index(patch)
+        stages = []
+        for i in range(first, len(_NATIVE_STRIDE)):
+            op = trial.suggest_categorical(f"s{i + 1}.op", _OPS)
+            k = trial.suggest_categorical(f"s{i + 1}.k", _LOCAL_K) if op == "local" else None
+            depth = trial.suggest_int(f"s{i + 1}.depth", *_DEPTHS[i])
+            width = trial.suggest_categorical(f"s{i + 1}.width", _WIDTHS[i])
+            stages.append(_stage(op, depth, width, 1 if i == first and patch else 2, k))
+        if patch is None:
+            stem = Stem("conv", trial.suggest_categorical("stem.width", _STEM_WIDTHS))
+        else:
+            stem = Stem("patch", stages[0].width, patch=patch)
+        return Arch(stem, tuple(stages), Head("mlp", stages[-1].width))
+
+    def encode(self, arch: Arch) -> dict[str, Any]:
+        params: dict[str, Any] = {"stem": arch.stem.kind}
+        first = 0
+        if arch.stem.kind == "patch":
+            if arch.stem.patch not in _PATCHES:
+                raise ValueError(
+                    f"stem.patch: {arch.stem.patch} is not a choice of the coatnet space; allowed: "
+                    f"{', '.join(map(str, _PATCHES))}"
+                )
+            params["stem.patch"] = arch.stem.patch
+            first = _NATIVE_STRIDE.index(arch.stem.patch)
+        else:
+            params["stem.width"] = arch.stem.width
+        if len(arch.stages) != len(_NATIVE_STRIDE) - first:
+            raise ValueError(
+                f"stages: the coatnet space has {len(_NATIVE_STRIDE) - first} stages behind a "
+                f"{arch.stem.key} stem, got {len(arch.stages)}"
+            )
+        for i, stage in enumerate(arch.stages, start=first + 1):
+            params[f"s{i}.op"] = _op(stage, f"s{i}")
+            if stage.mixer == "local":
+                params[f"s{i}.k"] = stage.k
+            params[f"s{i}.depth"] = stage.depth
+            params[f"s{i}.width"] = stage.width
+        return params
+
+    def choices(self) -> dict[str, str]:
+        choices = {
+            "stem": "conv (2 x 3x3, stride 2) | patch (ViT patchify)",
+            "stem.width": f"conv stem: {', '.join(map(str, _STEM_WIDTHS))}",
+            "stem.patch": f"patch stem: {', '.join(map(str, _PATCHES))} (drops the stages finer than p)",
+        }
+        for i in range(len(_NATIVE_STRIDE)):
+            choices[f"s{i + 1}"] = (
+                f"mbconv | transformer(local, k in {{{', '.join(map(str, _LOCAL_K))}}}) | transformer(rel) | "
+                f"transformer(ext); depth {_DEPTHS[i][0]}..{_DEPTHS[i][1]}; "
+                f"width {', '.join(map(str, _WIDTHS[i]))}"
+            )
+        return choices
+
+    def cardinality(self) -> int:
+        per_stage = [
+            (len(_OPS) - 1 + len(_LOCAL_K)) * (hi - lo + 1) * len(_WIDTHS[i])
+            for i, (lo, hi) in enumerate(_DEPTHS)
+        ]
+        total = len(_STEM_WIDTHS) * math.prod(per_stage)
+        return total + sum(math.prod(per_stage[_NATIVE_STRIDE.index(p) :]) for p in _PATCHES)
+
+    def baselines(self) -> dict[str, Baseline]:
+        out = {}
+        for name, (stem, depths, widths, params, macs224, macs384) in _COATNETS.items():
+            flops = tuple((size, f) for size, f in ((224, macs224), (384, macs384)) if f is not None)
+            out[name] = Baseline(
+                name, _coatnet("CCTT", stem, depths, widths), PaperFigure(_SOURCE, "MACs", params, flops)
+            )
+        stem, depths, widths = _COATNETS["CoAtNet-0"][:3]
+        study = PaperFigure("Dai et al. 2021, CoAtNet, Sec. 3.2 layout study (at CoAtNet-0 scale)", "MACs")
+        for layout in ("CCCC", "CCCT", "CCTT", "CTTT"):
+            name = "-".join(layout)
+            out[name] = Baseline(name, _coatnet(layout, stem, depths, widths), study)
+        vit = Arch(
+            Stem("patch", 384, patch=16),
+            (_stage("rel", 9, 384, 1), _stage("rel", 2, 768, 2)),
+            Head("mlp", 768),
+        )
+        out["ViT_REL"] = Baseline("ViT_REL", vit, study)
+        return out
+
+
+def _coatnet(layout: str, stem: int, depths: tuple[int, ...], widths: tuple[int, ...]) -> Arch:
+    stages = tuple(
+        _stage("mbconv" if kind == "C" else "rel", d, w, 2)
+        for kind, d, w in zip(layout, depths, widths, strict=True)
+    )
+    return Arch(Stem("conv", stem), stages, Head("mlp", widths[-1]))

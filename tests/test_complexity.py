@@ -1,0 +1,213 @@
+"""MAC counting: nothing uncounted, cross-checked against FlopCounterMode and analytic formulas, and the
+papers' figures reproduced by the baselines."""
+
+from __future__ import annotations
+
+import functools
+
+import optuna
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
+
+from evaluators.complexity import count, flop_count_analysis, latency_ms, macs_of
+from nas import build_model
+from nas.arch import BLOCK_MIXERS, STEM_KINDS, Stage
+from nas.model import mixer_cfg
+from nas.ops import BLOCKS, MIXERS, STEMS, MixerCfg
+from nas.ops.local_attention import LocalAttention
+from search_spaces import get_space, list_spaces
+
+PAIRS = [(block, mixer) for block, mixers in BLOCK_MIXERS.items() for mixer in mixers]
+BASELINES = [(space, name) for space in list_spaces() for name in get_space(space).baselines()]
+
+
+@functools.cache
+def _baseline_cost(space: str, name: str, img_size: int):
+    return count(get_space(space).baselines()[name].arch, img_size=img_size)
+
+
+def _cpu_flash_attention_flops(query, key, value, *args, out_shape=None, **kwargs) -> int:
+    return sdpa_flop_count(query, key, value)
+
+
+def _flop_counter_macs(module: nn.Module, x: torch.Tensor) -> float:
+    """MACs by torch's FlopCounterMode (2 per multiply-add), taught the CPU flash attention it lacks."""
+    mapping = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _cpu_flash_attention_flops}
+    counter = FlopCounterMode(display=False, custom_mapping=mapping)
+    with counter, torch.no_grad():
+        module.eval()(x)
+    return counter.get_total_flops() / 2
+
+
+# fvcore also counts normalization and adaptive pooling (about 1 per element); FlopCounterMode counts only
+# matmul-like ops, so those are left out of fvcore's side of the comparison.
+_NON_MATMUL = ("batch_norm", "layer_norm", "group_norm", "adaptive_avg_pool2d", "upsample_bilinear2d")
+
+
+def _fvcore_matmul_macs(analysis) -> int:
+    return analysis.total() - sum(analysis.by_operator().get(op, 0) for op in _NON_MATMUL)
+
+
+def _block(block: str, mixer: str, width: int = 32, size: int = 8) -> nn.Module:
+    stage = Stage(
+        block,
+        mixer,
+        depth=1,
+        width=width,
+        k=5 if mixer == "local" else None,
+        heads=None if mixer == "conv" else 2,
+    )
+    return BLOCKS.get(block)(width // 2, width, 2, mixer_cfg(stage, (size, size)), 0.0, expand=stage.expand)
+
+
+@pytest.mark.parametrize(("block", "mixer"), PAIRS, ids=[f"{b}-{m}" for b, m in PAIRS])
+def test_every_block_is_fully_counted_and_agrees_with_flop_counter_mode(block: str, mixer: str) -> None:
+    op, x = _block(block, mixer), torch.randn(1, 16, 8, 8)
+    analysis = flop_count_analysis(op.eval(), x)
+    matmul_macs = _fvcore_matmul_macs(analysis)
+    assert not analysis.unsupported_ops(), dict(analysis.unsupported_ops())
+    if mixer == "local":  # FlopCounterMode sees the blocked implementation, not the op: checked below
+        return
+    assert matmul_macs == pytest.approx(_flop_counter_macs(op, x), rel=0.02)
+
+
+@pytest.mark.parametrize("kind", STEM_KINDS)
+def test_every_stem_is_fully_counted(kind: str) -> None:
+    stem, x = STEMS.get(kind)(3, 16, patch=4 if kind == "patch" else None), torch.randn(1, 3, 32, 32)
+    analysis = flop_count_analysis(stem.eval(), x)
+    matmul_macs = _fvcore_matmul_macs(analysis)
+    assert not analysis.unsupported_ops(), dict(analysis.unsupported_ops())
+    assert matmul_macs == pytest.approx(_flop_counter_macs(stem, x), rel=0.02)
+
+
+# --- analytic formulas, one per mixer (in -> out channels, N output tokens of an H x W map) -----------
+
+C_IN, C_OUT, H, W, HEADS = 16, 32, 6, 10, 4
+N = H * W
+
+
+def _analytic(name: str, k: int, memory: int) -> int:
+    if name == "conv":
+        return N * k * k * C_IN * C_OUT
+    if name == "rel":  # qkv, QK^T and AV over all N x N pairs, output projection
+        return N * C_IN * 3 * C_OUT + 2 * N * N * C_OUT + N * C_OUT * C_OUT
+    if name == "ext":  # widen x4, M_k and M_v over S slots at 4x channels, project back
+        return N * C_IN * 4 * C_OUT + 2 * N * memory * 4 * C_OUT + N * 4 * C_OUT * C_OUT
+    # local: qkv, then per query k^2 logits and k^2 weighted values over all channels, plus k row and k
+    # column relative logits over half the channels each
+    return N * C_IN * 3 * C_OUT + N * C_OUT * (2 * k * k + k)
+
+
+@pytest.mark.parametrize("name", ["conv", "rel", "ext", "local"])
+@pytest.mark.parametrize("k", [3, 7])
+def test_each_mixer_matches_its_analytic_formula(name: str, k: int) -> None:
+    cfg = MixerCfg(
+        name,
+        heads=None if name == "conv" else HEADS,
+        k=k if name in ("conv", "local") else None,
+        memory=16 if name == "ext" else None,
+        feat_size=(H, W),
+    )
+    mixer = MIXERS.get(name)(C_IN, C_OUT, cfg, 1)
+    assert macs_of(mixer, torch.randn(1, C_IN, H, W)) == pytest.approx(_analytic(name, k, 16), rel=0.02)
+
+
+def _einsum_local_attend(
+    self: LocalAttention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+) -> torch.Tensor:
+    """The same attention written with einsum over unfolded windows, so FlopCounterMode counts its matmuls."""
+    b, heads, d, h, w = q.shape
+    kk, pad = self.k, self.k // 2
+
+    def windows(t: torch.Tensor) -> torch.Tensor:
+        return F.unfold(t.reshape(b, heads * d, h, w), kk, padding=pad).view(b, heads, d, kk, kk, h * w)
+
+    qf = q.reshape(b, heads, d, h * w) * d**-0.5
+    logits = torch.einsum("bhdn,bhdyxn->bhyxn", qf, windows(k))
+    logits = logits + torch.einsum("bhdn,yd->bhyn", qf[:, :, : d // 2], self.rel_row)[:, :, :, None]
+    logits = logits + torch.einsum("bhdn,xd->bhxn", qf[:, :, d // 2 :], self.rel_col)[:, :, None]
+    inside = F.unfold(q.new_ones(1, 1, h, w), kk, padding=pad).view(1, 1, kk, kk, h * w) > 0
+    attn = logits.masked_fill(~inside, float("-inf")).flatten(2, 3).softmax(2).view_as(logits)
+    return torch.einsum("bhyxn,bhdyxn->bhdn", attn, windows(v)).view(b, heads, d, h, w)
+
+
+def test_local_attention_count_agrees_with_flop_counter_mode_on_a_matmul_form(monkeypatch) -> None:
+    mixer, x = LocalAttention(C_IN, C_OUT, heads=HEADS, k=5), torch.randn(1, C_IN, H, W)
+    fvcore_macs = macs_of(mixer, x)
+    expected = mixer(x)
+    monkeypatch.setattr(LocalAttention, "attend", _einsum_local_attend)
+    torch.testing.assert_close(mixer(x), expected, atol=1e-5, rtol=1e-4)  # same function
+    assert fvcore_macs == pytest.approx(_flop_counter_macs(mixer, x), rel=0.02)
+
+
+# --- baselines ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("space", "name"), BASELINES, ids=[f"{s}:{n}" for s, n in BASELINES])
+def test_baselines_are_fully_counted(space: str, name: str) -> None:
+    cost = _baseline_cost(space, name, 224)  # count() raises on any uncounted op
+    assert cost.macs > 0 and sum(p.macs for p in cost.parts) == cost.macs
+    assert sum(p.params for p in cost.parts) == cost.params
+
+
+@pytest.mark.parametrize("name", ["CoAtNet-0", "CoAtNet-1", "CoAtNet-2", "CoAtNet-3", "CoAtNet-4"])
+def test_coatnet_baselines_reproduce_the_paper(name: str) -> None:
+    paper = get_space("coatnet").baselines()[name].paper
+    assert _baseline_cost("coatnet", name, 224).params == pytest.approx(paper.params, rel=0.02)
+    for size in (224, 384):
+        if paper.flops_at(size) is not None:
+            assert _baseline_cost("coatnet", name, size).macs == pytest.approx(
+                paper.flops_at(size), rel=0.025
+            )
+
+
+def test_vit_rel_is_at_coatnet0_budget() -> None:
+    vit, coat = _baseline_cost("coatnet", "ViT_REL", 224), _baseline_cost("coatnet", "CoAtNet-0", 224)
+    assert vit.macs == pytest.approx(coat.macs, rel=0.15)
+
+
+SASA = [name for space, name in BASELINES if space == "sasa"]
+
+
+@pytest.mark.parametrize("name", SASA)
+def test_sasa_baselines_reproduce_the_paper(name: str) -> None:
+    paper = get_space("sasa").baselines()[name].paper
+    cost = _baseline_cost("sasa", name, 224)
+    tolerance = (0.01, 0.01) if name.endswith(" conv") else (0.03, 0.05)
+    assert cost.params == pytest.approx(paper.params, rel=tolerance[0])
+    assert paper.to_paper_convention(cost.macs) == pytest.approx(paper.flops_at(224), rel=tolerance[1])
+
+
+@pytest.mark.parametrize("name", ["CoAtNet-0", "ResNet-50 conv", "ViT_REL"])
+def test_baseline_totals_agree_with_flop_counter_mode(name: str) -> None:
+    space = "sasa" if name.startswith("ResNet") else "coatnet"
+    model = build_model(get_space(space).baselines()[name].arch, img_size=224)
+    x = torch.randn(1, 3, 224, 224)
+    assert _baseline_cost(space, name, 224).macs == pytest.approx(_flop_counter_macs(model, x), rel=0.02)
+    analysis = flop_count_analysis(model.eval(), x)
+    assert _fvcore_matmul_macs(analysis) == pytest.approx(_flop_counter_macs(model, x), rel=0.005)
+
+
+# --- random samples ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("space", list_spaces())
+def test_random_samples_build_run_and_count_at_the_proxy_size(space: str) -> None:
+    sp = get_space(space)
+    profile = sp.profile("cpu")
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    for _ in range(50):
+        arch = profile.apply(sp.sample(study.ask()))
+        model = build_model(arch, num_classes=10, in_chans=1, img_size=profile.img_size).eval()
+        x = torch.randn(1, 1, profile.img_size, profile.img_size)
+        with torch.no_grad():
+            assert torch.isfinite(model(x)).all()
+        assert macs_of(model, x) > 0  # raises on any uncounted op
+
+
+def test_latency_is_a_positive_median() -> None:
+    arch = get_space("sasa").profile("cpu").apply(get_space("sasa").baselines()["ResNet-26 conv"].arch)
+    assert 0 < latency_ms(build_model(arch), img_size=32, warmup=1, repeats=3) < 10_000

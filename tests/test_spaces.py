@@ -1,0 +1,147 @@
+"""Search spaces: define-by-run sampling, membership, baselines inside the space, proxy profiles."""
+
+from __future__ import annotations
+
+import math
+
+import optuna
+import pytest
+import torch
+from optuna.trial import FixedTrial
+
+from nas import build_model
+from nas.arch import Arch, Stage, Stem
+from search_spaces import get_space, list_spaces
+from search_spaces.base import _ReplayTrial
+
+SPACES = list_spaces()
+BASELINES = [(space, name) for space in SPACES for name in get_space(space).baselines()]
+
+
+def test_registry() -> None:
+    assert SPACES == ["coatnet", "sasa"]
+    with pytest.raises(ValueError, match="unknown search space 'nope'; available: coatnet, sasa"):
+        get_space("nope")
+
+
+@pytest.mark.parametrize(("space", "name"), BASELINES, ids=[f"{s}:{n}" for s, n in BASELINES])
+def test_baseline_is_inside_its_space_and_replays(space: str, name: str) -> None:
+    sp = get_space(space)
+    arch = sp.baselines()[name].arch
+    assert sp.why_not(arch) is None
+    assert sp.sample(FixedTrial(sp.encode(arch))) == arch
+
+
+def test_baseline_layouts_follow_the_papers() -> None:
+    coat = get_space("coatnet").baselines()
+    assert coat["CoAtNet-0"].arch.key == "conv64|C2x96|C3x192|Trel5x384|Trel2x768|mlp768"
+    assert coat["CoAtNet-4"].arch.key == "conv192|C2x192|C12x384|Trel28x768|Trel2x1536|mlp1536"
+    assert coat["C-C-T-T"].arch == coat["CoAtNet-0"].arch
+    assert [s.block for s in coat["C-T-T-T"].arch.stages] == ["mbconv"] + ["transformer"] * 3
+    vit = coat["ViT_REL"].arch
+    assert vit.stem == Stem("patch", 384, patch=16) and {s.mixer for s in vit.stages} == {"rel"}
+    sasa = get_space("sasa").baselines()
+    r50 = sasa["ResNet-50 full-attention"].arch
+    assert r50.stem.kind == "attn" and [s.depth for s in r50.stages] == [3, 4, 6, 3]
+    assert {(s.mixer, s.k, s.heads) for s in r50.stages} == {("local", 7, 8)}
+    assert {s.mixer for s in sasa["ResNet-26 conv"].arch.stages} == {"conv"}
+
+
+@pytest.mark.parametrize("space", SPACES)
+def test_outside_archs_are_refused_with_a_reason(space: str) -> None:
+    sp = get_space(space)
+    base = next(iter(sp.baselines().values())).arch
+    wrong_depth = base.replace_stage(0, depth=99)
+    assert "outside the space's range" in sp.why_not(wrong_depth)
+    heads = (
+        base.replace_stage(-1, heads=1) if base.stages[-1].mixer != "conv" else base.replace_stage(-1, k=5)
+    )
+    assert not sp.contains(heads)
+    alien = Arch(Stem("conv", 64), (Stage("bottleneck", "ext", 1, 256),))
+    assert sp.why_not(alien)
+
+
+def test_replay_trial_refuses_values_outside_the_choices() -> None:
+    trial = _ReplayTrial({"a": 3, "b": "x"})
+    assert trial.suggest_int("a", 1, 3) == 3
+    with pytest.raises(ValueError, match="b: 'x' is not a choice"):
+        trial.suggest_categorical("b", ("y", "z"))
+
+
+def _count_distinct_by_enumeration(space: str) -> int:
+    """Brute force over the space's own define-by-run decisions (small spaces only)."""
+    seen = set()
+
+    def walk(fixed: dict) -> None:
+        class Probe(_ReplayTrial):
+            def _get(self, name):
+                if name not in self.params:
+                    raise LookupError(name)
+                return super()._get(name)
+
+            def suggest_categorical(self, name, choices):
+                self.last = (name, list(choices))
+                return super().suggest_categorical(name, choices)
+
+            def suggest_int(self, name, low, high, step=1, log=False):
+                self.last = (name, list(range(low, high + 1, step)))
+                return super().suggest_int(name, low, high, step)
+
+        probe = Probe(fixed)
+        try:
+            seen.add(get_space(space).sample(probe).key)
+        except LookupError:
+            name, values = probe.last
+            for value in values:
+                walk({**fixed, name: value})
+
+    walk({})
+    return len(seen)
+
+
+def test_sasa_cardinality_matches_enumeration() -> None:
+    assert get_space("sasa").cardinality() == _count_distinct_by_enumeration("sasa") == 209952
+
+
+def test_coatnet_cardinality_formula() -> None:
+    ops = 3 + 5  # mbconv, rel, ext, local x 5 extents
+    per_stage = [ops * 3 * 4, ops * 12 * 4, ops * 28 * 4, ops * 3 * 4]
+    expected = (
+        3 * math.prod(per_stage) + math.prod(per_stage) + math.prod(per_stage[1:]) + math.prod(per_stage[2:])
+    )
+    assert get_space("coatnet").cardinality() == expected
+
+
+@pytest.mark.parametrize("space", SPACES)
+def test_sampling_with_optuna_is_seeded_and_inside_the_space(space: str) -> None:
+    sp = get_space(space)
+
+    def keys(seed: int) -> list[str]:
+        study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+        archs = []
+        for _ in range(20):
+            trial = study.ask()
+            arch = sp.sample(trial)
+            assert sp.why_not(arch) is None
+            assert sp.sample(FixedTrial(trial.params)) == arch
+            archs.append(arch.key)
+            study.tell(trial, 0.0)
+        return archs
+
+    first = keys(7)
+    assert first == keys(7) and first != keys(8)
+    assert len(set(first)) > 15
+
+
+@pytest.mark.parametrize("space", SPACES)
+def test_proxy_profiles_shrink_into_valid_archs(space: str) -> None:
+    sp = get_space(space)
+    profile = sp.profile("cpu")
+    big = sp.baselines()[next(iter(sp.baselines()))].arch
+    small = profile.apply(big)
+    assert all(s.width <= b.width for s, b in zip(small.stages, big.stages, strict=True))
+    assert small.stride == big.stride // 2  # one stage runs at stride 1 for small images
+    model = build_model(small, num_classes=10, in_chans=1, img_size=profile.img_size)
+    assert model(torch.randn(2, 1, profile.img_size, profile.img_size)).shape == (2, 10)
+    with pytest.raises(ValueError, match="unknown proxy profile 'tiny'"):
+        sp.profile("tiny")
