@@ -34,7 +34,7 @@ with warnings.catch_warnings():  # fvcore's import scripts a loss function, whic
     from fvcore.nn.jit_handles import get_shape
 
 from nas.arch import Arch
-from nas.model import build_model
+from nas.model import build_model, count_params
 
 __all__ = ["Complexity", "StageCost", "count", "flop_count_analysis", "latency_ms", "macs_of"]
 
@@ -168,18 +168,14 @@ def count(arch: Arch, img_size: int = 224, in_chans: int = 3, num_classes: int =
         if uncounted:
             raise RuntimeError(f"ops without a MAC count in {arch.key}: {dict(uncounted)}")
         by_module = analysis.by_module()
-    parts = [StageCost(f"stem {arch.stem.key}", _params(model.stem), int(by_module["stem"]))]
+    parts = [StageCost(f"stem {arch.stem.key}", count_params(model.stem), int(by_module["stem"]))]
     for i, stage in enumerate(arch.stages):
         parts.append(
-            StageCost(f"s{i + 1} {stage.key}", _params(model.stages[i]), int(by_module[f"stages.{i}"]))
+            StageCost(f"s{i + 1} {stage.key}", count_params(model.stages[i]), int(by_module[f"stages.{i}"]))
         )
-    head_params = _params(model) - sum(p.params for p in parts)
+    head_params = count_params(model) - sum(p.params for p in parts)
     parts.append(StageCost(f"head {arch.head.kind}", head_params, total - sum(p.macs for p in parts)))
-    return Complexity(_params(model), total, img_size, tuple(parts))
-
-
-def _params(module: nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters())
+    return Complexity(count_params(model), total, img_size, tuple(parts))
 
 
 def latency_ms(

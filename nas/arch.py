@@ -183,12 +183,23 @@ class Stage:
                 f"the {self.mixer!r} mixer works on {dim} channels, which {self.heads} heads do not "
                 f"divide; allowed: divisors of {dim}",
             )
-        if self.mixer == "local" and (dim // self.heads) % 2:
+        if not self._heads_fit(self.heads):
             _fail(
                 "heads",
                 f"local attention splits each head's channels into row and column halves, so "
                 f"{dim} channels / {self.heads} heads must be even",
             )
+
+    def _heads_fit(self, heads: int) -> bool:
+        dim = self.mixer_dim
+        return dim % heads == 0 and (self.mixer != "local" or (dim // heads) % 2 == 0)
+
+    def max_heads(self, limit: int) -> int:
+        """The largest head count <= ``limit`` that this stage's mixer width allows."""
+        for heads in range(limit, 0, -1):
+            if self._heads_fit(heads):
+                return heads
+        raise ValueError(f"heads: no head count fits the {self.mixer!r} mixer on {self.mixer_dim} channels")
 
     @property
     def mixer_dim(self) -> int:

@@ -46,22 +46,16 @@ def _fwd_bwd_ms(module, x) -> float:
     return 1000 * (time.perf_counter() - start)
 
 
-def _count(module) -> int:
-    return sum(p.numel() for p in module.parameters())
-
-
 def _example_stage(block: str, mixer: str, width: int):
     """A one-block stage of this block and mixer at ``width``, with the most heads (<= 8) the width allows."""
+    from dataclasses import replace
+
     from nas.arch import Stage
 
-    k = 7 if mixer == "local" else None
-    last_error = None
-    for heads in (None,) if mixer == "conv" else (8, 4, 2, 1):
-        try:
-            return Stage(block, mixer, depth=1, width=width, k=k, heads=heads)
-        except ValueError as err:
-            last_error = err
-    raise ValueError(f"no {block} block with the {mixer} mixer fits {width} channels ({last_error})")
+    if mixer == "conv":
+        return Stage(block, mixer, depth=1, width=width)
+    stage = Stage(block, mixer, depth=1, width=width, k=7 if mixer == "local" else None, heads=1)
+    return replace(stage, heads=stage.max_heads(8))
 
 
 @app.command()
@@ -73,7 +67,7 @@ def ops(
     import torch
 
     from nas.arch import BLOCK_MIXERS
-    from nas.model import mixer_cfg
+    from nas.model import count_params, mixer_cfg
     from nas.ops import BLOCKS, STEMS
 
     torch.manual_seed(0)
@@ -87,7 +81,7 @@ def ops(
             stem = STEMS.get(kind)(3, width, patch=4 if kind == "patch" else None)
             x = torch.randn(2, 3, 4 * size, 4 * size)
             ms = _fwd_bwd_ms(stem, x)
-            table.add_row("stem", kind, f"{_count(stem):,}", str(tuple(stem(x).shape)), f"{ms:.1f}")
+            table.add_row("stem", kind, f"{count_params(stem):,}", str(tuple(stem(x).shape)), f"{ms:.1f}")
         for block, mixers in BLOCK_MIXERS.items():
             for mixer in mixers:
                 stage = _example_stage(block, mixer, width)
@@ -96,7 +90,9 @@ def ops(
                 )
                 x = torch.randn(2, width, size, size)
                 ms = _fwd_bwd_ms(op, x)
-                table.add_row("block", stage.key, f"{_count(op):,}", str(tuple(op(x).shape)), f"{ms:.1f}")
+                table.add_row(
+                    "block", stage.key, f"{count_params(op):,}", str(tuple(op(x).shape)), f"{ms:.1f}"
+                )
     console.print(table)
 
 
@@ -111,7 +107,7 @@ def inspect(
     import torch
 
     from nas.arch import Arch
-    from nas.model import build_model
+    from nas.model import build_model, count_params
 
     with _user_errors():
         arch = Arch.load(arch_file)
@@ -123,15 +119,17 @@ def inspect(
         x = torch.randn(1, in_chans, img_size, img_size)
         start = time.perf_counter()
         x = model.stem(x)
-        table.add_row(f"stem {arch.stem.key}", "", str(tuple(x.shape)), f"{_count(model.stem):,}")
+        table.add_row(f"stem {arch.stem.key}", "", str(tuple(x.shape)), f"{count_params(model.stem):,}")
         for i, (stage, module) in enumerate(zip(arch.stages, model.stages, strict=True), start=1):
             x = module(x)
-            table.add_row(f"s{i} {stage.key}", str(stage.depth), str(tuple(x.shape)), f"{_count(module):,}")
+            table.add_row(
+                f"s{i} {stage.key}", str(stage.depth), str(tuple(x.shape)), f"{count_params(module):,}"
+            )
         logits = model.forward_head(x)
         ms = 1000 * (time.perf_counter() - start)
-    head_params = _count(model) - _count(model.stem) - _count(model.stages)
+    head_params = count_params(model) - count_params(model.stem) - count_params(model.stages)
     table.add_row(f"head {arch.head.kind}", "", str(tuple(logits.shape)), f"{head_params:,}")
-    table.add_row("[bold]total", str(arch.depth), "", f"[bold]{_count(model):,}")
+    table.add_row("[bold]total", str(arch.depth), "", f"[bold]{count_params(model):,}")
     console.print(table)
     console.print(f"forward, batch 1 at {img_size}x{img_size} on the CPU: {ms:.0f} ms")
 

@@ -16,7 +16,7 @@ from nas.arch import Arch, Stage
 from nas.ops import BLOCKS, STEMS, MixerCfg
 from nas.ops._layers import out_size
 
-__all__ = ["NasNet", "build_model", "mixer_cfg"]
+__all__ = ["NasNet", "build_model", "count_params", "mixer_cfg"]
 
 
 def mixer_cfg(stage: Stage, feat_size: tuple[int, int]) -> MixerCfg:
@@ -96,3 +96,8 @@ def build_model(
     """Build the standalone network for ``arch``; ``img_size`` sizes position tables, any size >= the
     arch's total stride runs."""
     return NasNet(arch, num_classes, in_chans, img_size, drop_path_rate, drop_rate)
+
+
+def count_params(module: nn.Module) -> int:
+    """Number of parameters of ``module`` (shared parameters once)."""
+    return sum(p.numel() for p in module.parameters())

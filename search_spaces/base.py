@@ -101,14 +101,9 @@ def _fit_heads(stage: Stage, **changes: Any) -> Stage:
     rel/ext), an explicit one is kept; either is lowered to the largest count the new width allows."""
     if stage.mixer == "conv":
         return replace(stage, **changes)
-    resized = replace(stage, heads=1, **changes)  # one head always fits the multiple-of-8 widths used here
+    resized = replace(stage, heads=1, **changes)  # one head fits the multiple-of-8 widths profiles produce
     wanted = resized.default_heads if stage.heads == stage.default_heads else stage.heads
-    for heads in range(wanted, 1, -1):
-        try:
-            return replace(resized, heads=heads)
-        except ValueError:
-            continue
-    return resized
+    return replace(resized, heads=resized.max_heads(wanted))
 
 
 class _ReplayTrial:

@@ -180,3 +180,17 @@ def test_truncated_and_missing_files(tmp_path) -> None:
         Arch.load(path)
     with pytest.raises(ValueError, match="cannot be read"):
         Arch.load(tmp_path / "missing.json")
+
+
+@pytest.mark.parametrize(
+    ("stage", "limit", "expected"),
+    [
+        (Stage("transformer", "rel", 1, 96), 8, 8),  # 96 / 8 = 12
+        (Stage("transformer", "rel", 1, 40, heads=1), 8, 8),  # 40 / 8 = 5
+        (Stage("transformer", "local", 1, 40, k=3, heads=1), 8, 5),  # head channels must be even: 40 / 5
+        (Stage("bottleneck", "local", 1, 96, k=3, heads=1), 8, 6),  # mixer on 24 channels: 24 / 6 = 4
+        (Stage("transformer", "ext", 1, 21, heads=1), 8, 7),
+    ],
+)
+def test_max_heads(stage: Stage, limit: int, expected: int) -> None:
+    assert stage.max_heads(limit) == expected
