@@ -1,0 +1,146 @@
+"""Data for proxy training (evaluators/data.py) on the real Fashion-MNIST training set and on synthetic data.
+
+Fashion-MNIST comes from Debian's ``dataset-fashion-mnist`` (CI installs it); when it is missing these tests
+fail with the loader's message saying where it looked, they are never skipped.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from evaluators import data as data_mod
+from evaluators.data import SYSTEM_FASHION_MNIST, TensorBatches, TensorImages, load_dataset, loaders
+
+TRAIN, VAL = 2000, 500
+
+
+@pytest.fixture(scope="module")
+def fashion() -> data_mod.DataSplit:
+    return load_dataset("fashion-mnist", img_size=32, train_samples=TRAIN, val_size=VAL, seed=0)
+
+
+def test_fashion_mnist_shapes_dtypes_labels(fashion: data_mod.DataSplit) -> None:
+    assert (fashion.num_classes, fashion.in_chans, fashion.img_size) == (10, 1, 32)
+    assert fashion.train.images.shape == (TRAIN, 1, 32, 32) and fashion.train.images.dtype == torch.uint8
+    assert fashion.val.images.shape == (VAL, 1, 32, 32)
+    for labels in (fashion.train.labels, fashion.val.labels):
+        assert labels.dtype == torch.int64 and labels.min() >= 0 and labels.max() < 10
+    assert set(fashion.train.labels.tolist()) == set(range(10))
+    assert fashion.describe()["train"] == TRAIN and Path(fashion.source).exists()
+
+
+def test_batches_are_normalized_float(fashion: data_mod.DataSplit) -> None:
+    train, val = loaders(fashion, 128, seed=0)
+    assert len(train) == TRAIN // 128  # the partial last training batch is dropped
+    x, y = next(iter(train))
+    assert x.shape == (128, 1, 32, 32) and x.dtype == torch.float32 and y.dtype == torch.int64
+    xs = torch.cat([x for x, _ in val])
+    assert len(xs) == VAL  # every validation sample, once
+    assert abs(xs.mean().item()) < 0.1 and abs(xs.std().item() - 1) < 0.1  # the dataset's mean / std
+
+
+def test_val_split_disjoint_and_stable(fashion: data_mod.DataSplit) -> None:
+    assert not set(fashion.train_index.tolist()) & set(fashion.val_index.tolist())
+    again = load_dataset("fashion-mnist", img_size=32, train_samples=TRAIN, val_size=VAL, seed=0)
+    assert torch.equal(again.val_index, fashion.val_index)
+    assert torch.equal(again.val.images, fashion.val.images)
+    other = load_dataset("fashion-mnist", img_size=32, train_samples=TRAIN, val_size=VAL, seed=1)
+    assert not torch.equal(other.val_index, fashion.val_index)
+    # the val split does not move with train_samples, and smaller training subsets nest in larger ones
+    small = load_dataset("fashion-mnist", img_size=32, train_samples=500, val_size=VAL, seed=0)
+    assert torch.equal(small.val_index, fashion.val_index)
+    assert torch.equal(small.train_index, fashion.train_index[:500])
+
+
+def test_resizes_to_profile_size_and_converts_channels() -> None:
+    native = load_dataset("fashion-mnist", img_size=28, train_samples=64, val_size=32)
+    big = load_dataset("fashion-mnist", img_size=48, train_samples=64, val_size=32, in_chans=3)
+    assert native.train.images.shape[1:] == (1, 28, 28)
+    assert big.train.images.shape[1:] == (3, 48, 48) and big.in_chans == 3 and len(big.mean) == 3
+    # resizing keeps the picture: the 48 px copy shrunk back is close to the original
+    back = torch.nn.functional.interpolate(big.train.images[:, :1].float(), size=28, mode="area")
+    assert (back - native.train.images.float()).abs().mean() < 12
+
+
+def test_missing_fashion_mnist_names_every_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(data_mod, "SYSTEM_FASHION_MNIST", tmp_path / "system")
+    monkeypatch.setenv("NAS_DATA", str(tmp_path / "env"))
+    with pytest.raises(ValueError) as err:
+        load_dataset("fashion-mnist", img_size=32, data_dir=tmp_path / "given")
+    message = str(err.value)
+    for path in ("given", "env", "system"):
+        assert str(tmp_path / path) in message
+    assert "apt-get install dataset-fashion-mnist" in message and "NAS_DATA" in message
+    assert message.count(". ") == 0 and message.endswith(".")  # one sentence
+
+
+def test_data_dir_comes_first_and_is_unpacked_to_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    given = tmp_path / "given"
+    given.mkdir()
+    for gz in SYSTEM_FASHION_MNIST.glob("*-ubyte.gz"):
+        shutil.copy(gz, given / gz.name)
+    monkeypatch.setenv("NAS_DATA", str(tmp_path / "cache"))
+    split = load_dataset("fashion-mnist", img_size=28, data_dir=given, train_samples=10, val_size=10)
+    assert split.source == str(given)
+    raw = tmp_path / "cache" / "FashionMNIST" / "raw"
+    assert (raw / "train-images-idx3-ubyte").is_file()
+    # next time $NAS_DATA holds torchvision's layout and is read in place
+    again = load_dataset("fashion-mnist", img_size=28, train_samples=10, val_size=10)
+    assert again.source == str(raw) and torch.equal(again.train.images, split.train.images)
+
+
+def test_unknown_and_missing_datasets() -> None:
+    with pytest.raises(ValueError, match=r"known: fashion-mnist, cifar10, cifar100, imagefolder:PATH"):
+        load_dataset("mnist", img_size=32)
+    with pytest.raises(ValueError, match=r"CIFAR10 not found \(looked in .*nowhere"):
+        load_dataset("cifar10", img_size=32, data_dir="/nowhere")
+
+
+def test_synthetic_is_seeded_and_learnable_shape() -> None:
+    a = load_dataset("synthetic", img_size=16, train_samples=100, val_size=20, seed=3)
+    b = load_dataset("synthetic", img_size=16, train_samples=100, val_size=20, seed=3)
+    assert a.train.images.shape == (100, 3, 16, 16) and len(a.val) == 20
+    assert torch.equal(a.train.images, b.train.images) and torch.equal(a.val.labels, b.val.labels)
+
+
+def test_shuffling_is_seeded_and_changes_per_epoch() -> None:
+    data = TensorImages(torch.zeros(64, 1, 4, 4, dtype=torch.uint8), torch.arange(64))
+
+    def orders(seed: int) -> list[list[int]]:
+        batches = TensorBatches(data, 16, (0.0,), (1.0,), shuffle=True, seed=seed)
+        return [torch.cat([y for _, y in batches]).tolist() for _ in range(2)]
+
+    first, second = orders(0)
+    assert orders(0) == [first, second] and first != second and sorted(first) == list(range(64))
+    assert orders(1)[0] != first
+
+
+def test_augmentation_is_a_padded_crop_or_its_flip() -> None:
+    images = torch.randint(1, 256, (8, 2, 6, 6), dtype=torch.uint8)  # no zeros: padding is recognizable
+    batches = TensorBatches(TensorImages(images, torch.arange(8)), 8, (0.0, 0.0), (1 / 255, 1 / 255))
+    out = batches._augment(images, pad=2)
+    padded = torch.nn.functional.pad(images, (2, 2, 2, 2))
+    for i in range(8):
+        crops = [padded[i, :, r : r + 6, c : c + 6] for r in range(5) for c in range(5)]
+        assert any(torch.equal(out[i], crop) or torch.equal(out[i], crop.flip(-1)) for crop in crops)
+
+
+def test_imagefolder_holds_val_out_of_train(tmp_path: Path) -> None:
+    from PIL import Image
+
+    for cls in ("cat", "dog"):
+        (tmp_path / "train" / cls).mkdir(parents=True)
+        for i in range(6):
+            Image.new("RGB", (20, 24), (40 * i, 100, 200)).save(tmp_path / "train" / cls / f"{i}.png")
+    split = load_dataset(f"imagefolder:{tmp_path}", img_size=16, val_size=4)
+    assert (len(split.train), len(split.val), split.num_classes) == (8, 4, 2)
+    train, val = loaders(split, 4, augment=True)
+    x, y = next(iter(train))
+    assert x.shape == (4, 3, 16, 16) and x.dtype == torch.float32 and y.max() < 2
+    assert sum(len(y) for _, y in val) == 4
