@@ -36,7 +36,7 @@ with warnings.catch_warnings():  # fvcore's import scripts a loss function, whic
 from nas.arch import Arch
 from nas.model import build_model, count_params
 
-__all__ = ["Complexity", "StageCost", "count", "flop_count_analysis", "latency_ms", "macs_of"]
+__all__ = ["Complexity", "StageCost", "count", "flop_count_analysis", "latency_ms", "macs_of", "pick_device"]
 
 # Ops with no multiply-accumulate work (MACs count only multiply-adds, as fvcore, CoAtNet and SASA do).
 _ZERO_MAC_OPS = (
@@ -178,6 +178,13 @@ def count(arch: Arch, img_size: int = 224, in_chans: int = 3, num_classes: int =
     return Complexity(count_params(model), total, img_size, tuple(parts))
 
 
+def pick_device(device: torch.device | str | None = None) -> torch.device:
+    """``device`` if given, else CUDA when present, else the CPU: the one rule every evaluator follows."""
+    if device is not None:
+        return torch.device(device)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
 def latency_ms(
     model: nn.Module,
     img_size: int = 224,
@@ -188,7 +195,7 @@ def latency_ms(
 ) -> float:
     """Median wall time of a batch-1 forward pass (eval mode, no grad) after ``warmup`` passes, on ``device``
     (CUDA when present, else CPU); CUDA work is synchronized before each clock read."""
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = pick_device(device)
     model = model.to(device).eval()
     x = torch.randn(1, in_chans, img_size, img_size, device=device)
     times = []

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from timm.optim import create_optimizer_v2
 from timm.scheduler import create_scheduler_v2
 
+from evaluators.complexity import pick_device
 from evaluators.data import DataSplit, loaders
 from nas.arch import Arch
 from nas.model import build_model
@@ -96,7 +97,7 @@ def train_proxy(
         raise ValueError(
             f"data is at {data.img_size} px but profile {profile.name!r} trains at {profile.img_size}"
         )
-    dev = _pick_device(device)
+    dev = pick_device(device)
     proxy = profile.apply(arch)
     # fork_rng: seeding must not leak into the caller's global random state (a driver's own sampling).
     cuda_ids = [torch.cuda.current_device() if dev.index is None else dev.index] if dev.type == "cuda" else []
@@ -121,12 +122,6 @@ def train_proxy(
         if len(train_batches) == 0:
             raise ValueError(f"{len(data.train)} training samples make no full batch of {profile.batch_size}")
         return _Trainer(model, proxy, profile.epochs, config, dev, report).run(train_batches, val_batches)
-
-
-def _pick_device(device: torch.device | str | None) -> torch.device:
-    if device is not None:
-        return torch.device(device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 class _Trainer:
