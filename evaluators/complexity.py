@@ -73,6 +73,7 @@ _ZERO_MAC_OPS = (
     "aten::where",
     "aten::abs",
     "aten::amax",
+    "aten::meshgrid",  # the relative-position index (index bookkeeping, computed once per map size)
 )
 
 

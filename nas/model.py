@@ -8,6 +8,8 @@ The network follows timm's interface: ``forward_features`` (the last feature map
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn as nn
 from timm.layers import LayerNorm
@@ -16,12 +18,54 @@ from nas.arch import Arch, Stage
 from nas.ops import BLOCKS, STEMS, MixerCfg
 from nas.ops._layers import out_size
 
-__all__ = ["NasNet", "build_model", "count_params", "mixer_cfg"]
+__all__ = ["BlockSpec", "NasNet", "build_model", "count_params", "mixer_cfg", "plan_blocks"]
 
 
 def mixer_cfg(stage: Stage, feat_size: tuple[int, int]) -> MixerCfg:
     """The mixer settings of ``stage`` for a block whose input map is ``feat_size``."""
     return MixerCfg(stage.mixer, heads=stage.heads, k=stage.k, memory=stage.memory, feat_size=feat_size)
+
+
+@dataclass(frozen=True)
+class BlockSpec:
+    """Everything a block builder needs for block ``index`` of stage ``stage``."""
+
+    stage: int
+    index: int
+    block: str
+    in_dim: int
+    out_dim: int
+    stride: int
+    mixer: MixerCfg
+    drop_path: float
+    expand: int
+
+    def build(self) -> nn.Module:
+        return BLOCKS.get(self.block)(
+            self.in_dim, self.out_dim, self.stride, self.mixer, self.drop_path, expand=self.expand
+        )
+
+
+def plan_blocks(
+    arch: Arch, img_size: tuple[int, int], drop_path_rate: float = 0.0
+) -> tuple[list[BlockSpec], tuple[int, int]]:
+    """The blocks of ``arch`` in order, and the feature size after the last: the one place that decides
+    channels, strides, feature sizes and drop-path rates (the model and the supernet both build from it)."""
+    size = out_size(img_size, arch.stem.stride)
+    # linearly 0 .. drop_path_rate over the blocks, as torch.linspace (in Python, so it works on meta too)
+    rates = [drop_path_rate * i / max(arch.depth - 1, 1) for i in range(arch.depth)]
+    specs, in_dim = [], arch.stem.width
+    for s, stage in enumerate(arch.stages):
+        for i in range(stage.depth):
+            stride = stage.stride if i == 0 else 1
+            specs.append(
+                BlockSpec(
+                    s, i, stage.block, in_dim, stage.width, stride, mixer_cfg(stage, size), rates.pop(0),
+                    stage.expand,
+                )
+            )  # fmt: skip
+            in_dim, size = stage.width, out_size(size, stride)
+    return specs, size
 
 
 class NasNet(nn.Module):
@@ -47,23 +91,12 @@ class NasNet(nn.Module):
         self.num_classes = num_classes
         self.num_features = arch.num_features
         self.stem = STEMS.get(arch.stem.kind)(in_chans, arch.stem.width, patch=arch.stem.patch)
-        size = out_size(size, arch.stem.stride)
-        rates = torch.linspace(0, drop_path_rate, arch.depth).tolist()
-        stages, in_dim = [], arch.stem.width
-        for stage in arch.stages:
-            build = BLOCKS.get(stage.block)
-            blocks = []
-            for i in range(stage.depth):
-                stride = stage.stride if i == 0 else 1
-                blocks.append(
-                    build(
-                        in_dim, stage.width, stride, mixer_cfg(stage, size), rates.pop(0), expand=stage.expand
-                    )
-                )
-                in_dim, size = stage.width, out_size(size, stride)
-            stages.append(nn.Sequential(*blocks))
-        self.stages = nn.Sequential(*stages)
-        self.feature_size = size
+        specs, self.feature_size = plan_blocks(arch, size, drop_path_rate)
+        stages: list[list[nn.Module]] = [[] for _ in arch.stages]
+        for spec in specs:
+            stages[spec.stage].append(spec.build())
+        self.stages = nn.Sequential(*(nn.Sequential(*blocks) for blocks in stages))
+        in_dim = arch.stages[-1].width if arch.stages else arch.stem.width
         head = arch.head
         self.head_norm = LayerNorm(in_dim) if head.kind in ("norm", "mlp") else nn.Identity()
         self.pre_logits = nn.Identity()

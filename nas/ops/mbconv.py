@@ -24,8 +24,9 @@ def projection_shortcut(in_dim: int, out_dim: int, stride: int) -> nn.Module:
     """CoAtNet's shortcut: identity, or 2x2-pool (when strided) then a 1x1 projection (when widths differ)."""
     if stride == 1 and in_dim == out_dim:
         return nn.Identity()
-    layers = [pool2()] if stride == 2 else []
-    return nn.Sequential(*layers, nn.Conv2d(in_dim, out_dim, 1))
+    # The conv is always child 1, pooled or not, so that every variant shares parameter names (the supernet
+    # maps a block's parameters by name).
+    return nn.Sequential(pool2() if stride == 2 else nn.Identity(), nn.Conv2d(in_dim, out_dim, 1))
 
 
 class MBConv(nn.Module):

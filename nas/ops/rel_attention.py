@@ -10,6 +10,8 @@ BoTNet-style bottleneck) average-pools after attention.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -21,14 +23,26 @@ from nas.ops.registry import MIXERS, MixerCfg
 __all__ = ["RelAttention", "relative_index"]
 
 
+@functools.lru_cache(maxsize=32)
 def relative_index(height: int, width: int, device: torch.device | None = None) -> torch.Tensor:
-    """(N, N) index into a flattened (2H-1, 2W-1) table for every query/key pair of an H x W map."""
+    """(N, N) index into a flattened (2H-1, 2W-1) table for every query/key pair of an H x W map.
+
+    Cached per size and device, not held as a buffer: the module then owns only its learned state, so a
+    supernet can build it on the meta device and lend it sliced weights."""
     rows, cols = torch.meshgrid(
         torch.arange(height, device=device), torch.arange(width, device=device), indexing="ij"
     )
     coords = torch.stack((rows.flatten(), cols.flatten()))  # (2, N)
     rel = coords[:, :, None] - coords[:, None, :]  # (2, N, N), offsets in [-(H-1), H-1] x [-(W-1), W-1]
     return (rel[0] + height - 1) * (2 * width - 1) + (rel[1] + width - 1)
+
+
+@functools.lru_cache(maxsize=32)
+def _head_relative_index(heads: int, height: int, width: int, device: torch.device | None) -> torch.Tensor:
+    """:func:`relative_index` for every head at once, into the flattened (heads, 2H-1, 2W-1) table."""
+    per_head = (2 * height - 1) * (2 * width - 1)
+    offsets = torch.arange(heads, device=device)[:, None] * per_head
+    return (offsets + relative_index(height, width, device=device).flatten()[None]).flatten()
 
 
 class RelAttention(nn.Module):
@@ -52,18 +66,19 @@ class RelAttention(nn.Module):
         height, width = self.feat_size
         self.bias_table = nn.Parameter(torch.zeros(heads, 2 * height - 1, 2 * width - 1))
         trunc_normal_(self.bias_table, std=0.02)
-        self.register_buffer("rel_index", relative_index(height, width), persistent=False)
         self.pool = pool2() if stride == 2 else nn.Identity()
 
     def position_bias(self, height: int, width: int) -> torch.Tensor:
         """(heads, N, N) additive logits bias for an H x W map."""
-        table, index = self.bias_table, self.rel_index
+        table = self.bias_table
         if (height, width) != self.feat_size:
             table = F.interpolate(
                 table[None], size=(2 * height - 1, 2 * width - 1), mode="bilinear", align_corners=False
             )[0]
-            index = relative_index(height, width, device=table.device)
-        return table.flatten(1)[:, index]
+        # index_select on a 1-D tensor: its backward (index_add_) accumulates serially, so training is
+        # bit-for-bit repeatable on the CPU; advanced indexing's backward adds with atomics in parallel.
+        index = _head_relative_index(table.shape[0], height, width, table.device)
+        return table.reshape(-1).index_select(0, index).view(table.shape[0], height * width, height * width)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, _, height, width = x.shape
