@@ -456,15 +456,18 @@ def loaders(
     *,
     seed: int = 0,
     train_samples: int | None = None,
+    val_samples: int | None = None,
     augment: bool = False,
     device: torch.device | str | None = None,
     num_workers: int = 0,
 ) -> tuple[TensorBatches | DataLoader, TensorBatches | DataLoader]:
     """(train, val) iterables of ``(x, y)`` batches; train is shuffled with ``seed``, drops its last partial
-    batch and uses the first ``train_samples`` samples of ``split.train`` (None = all)."""
-    if train_samples is not None and train_samples > len(split.train):
-        raise ValueError(f"asked for {train_samples} training samples; the split holds {len(split.train)}")
-    train, val = split.train.head(train_samples), split.val
+    batch and uses the first ``train_samples`` samples of ``split.train``, val the first ``val_samples`` of
+    ``split.val`` (None = all)."""
+    for what, n, held in (("training", train_samples, split.train), ("validation", val_samples, split.val)):
+        if n is not None and n > len(held):
+            raise ValueError(f"asked for {n} {what} samples; the split holds {len(held)}")
+    train, val = split.train.head(train_samples), split.val.head(val_samples)
     if isinstance(train, TensorImages) and isinstance(val, TensorImages):
         common = {"mean": split.mean, "std": split.std, "device": device}
         return (

@@ -69,6 +69,7 @@ class TrainConfig:
     drop_path_rate: float = 0.0
     augment: bool = False  # crops and flips only pay off over more epochs than a proxy trains
     grad_clip: float | None = None
+    eval_every: int = 1  # validate (and report) every n epochs and after the last; n > epochs: the last only
     opt_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
@@ -115,6 +116,7 @@ def train_proxy(
             profile.batch_size,
             seed=seed,
             train_samples=profile.train_samples,
+            val_samples=profile.val_samples,
             augment=config.augment,
             device=dev,
             num_workers=num_workers,
@@ -172,6 +174,8 @@ class _Trainer:
             train_loss, seen = self._train_epoch(train_batches, epoch, scheduler, steps)
             train_seconds += self._elapsed(start)
             images += seen
+            if epoch % self.config.eval_every and epoch != self.epochs:
+                continue
             start = time.perf_counter()
             metrics = self._evaluate(val_batches, epoch)
             eval_seconds += self._elapsed(start)

@@ -10,6 +10,8 @@ declared choices, so membership is decided by the one definition of the space.
 from __future__ import annotations
 
 import math
+import random
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -17,7 +19,7 @@ from typing import Any, ClassVar
 
 from nas.arch import Arch, Stage
 
-__all__ = ["Baseline", "PaperFigure", "ProxyProfile", "SearchSpace"]
+__all__ = ["Baseline", "PaperFigure", "ProxyProfile", "RandomTrial", "SearchSpace"]
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,9 @@ class ProxyProfile:
 
     Widths are scaled by ``width_mult`` (rounded to multiples of 8), depths by ``depth_mult`` (rounded up, at
     least 1), and the first ``relax_strides`` stages with stride 2 run at stride 1, so that small images
-    (``img_size``) keep a useful map at the last stage.
+    (``img_size``) keep a useful map at the last stage. Training sees the first ``train_samples`` of the
+    training split for ``epochs`` epochs, validation the first ``val_samples`` of the validation split
+    (None = all of it).
     """
 
     name: str
@@ -68,6 +72,7 @@ class ProxyProfile:
     epochs: int = 1
     batch_size: int = 64
     train_samples: int | None = None
+    val_samples: int | None = None
     description: str = ""
 
     def apply(self, arch: Arch) -> Arch:
@@ -134,6 +139,23 @@ class _ReplayTrial:
         return value
 
 
+class RandomTrial:
+    """Answers ``suggest_*`` uniformly at random from a seeded ``random.Random`` (each choice, each integer of
+    a range equally likely); ``params`` records the answers. One-shot training samples paths with it."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.params: dict[str, Any] = {}
+
+    def suggest_categorical(self, name: str, choices: Sequence[Any]) -> Any:
+        self.params[name] = value = choices[self.rng.randrange(len(choices))]
+        return value
+
+    def suggest_int(self, name: str, low: int, high: int, step: int = 1, log: bool = False) -> int:
+        self.params[name] = value = low + step * self.rng.randrange((high - low) // step + 1)
+        return value
+
+
 class SearchSpace(ABC):
     """A set of architectures, how to sample them define-by-run, and the baselines inside them."""
 
@@ -160,6 +182,25 @@ class SearchSpace(ABC):
     @abstractmethod
     def baselines(self) -> dict[str, Baseline]:
         """The hand-designed networks of the papers, as points of this space."""
+
+    def supernet_cover(self) -> list[Arch]:
+        """Architectures of the space that together take every choice at its largest (every op with the
+        largest k, depth and memory, every width, every stem): a weight-sharing supernet is the union of
+        their blocks. A space without one has no supernet."""
+        raise NotImplementedError(f"the {self.name} space defines no supernet cover")
+
+    def stage_slots(self, arch: Arch) -> tuple[int, ...]:
+        """For each stage of ``arch``, the 1-based index of the space's stage slot it fills (its ``s<i>``
+        choices). Behind a patch stem the coatnet space fills only its later slots."""
+        params = self.encode(arch)
+        slots = tuple(int(m.group(1)) for name in params if (m := re.fullmatch(r"s(\d+)\.depth", name)))
+        if len(slots) != len(arch.stages):
+            raise ValueError(f"{arch.key}: {len(arch.stages)} stages but {len(slots)} stage slots")
+        return slots
+
+    def sample_random(self, rng: random.Random | int) -> Arch:
+        """One architecture drawn uniformly choice by choice (``rng`` or a seed for a fresh one)."""
+        return self.sample(RandomTrial(rng if isinstance(rng, random.Random) else random.Random(rng)))
 
     def why_not(self, arch: Arch) -> str | None:
         """``None`` if ``arch`` is in the space, else one sentence saying why not."""

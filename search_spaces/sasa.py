@@ -117,6 +117,20 @@ class SasaSpace(SearchSpace):
     def cardinality(self) -> int:
         return len(_STEMS) * math.prod((len(_OPS) - 1 + len(_LOCAL_K)) * (hi - lo + 1) for lo, hi in _DEPTHS)
 
+    def supernet_cover(self) -> list[Arch]:
+        return [
+            Arch(
+                Stem(stem, _STEM_WIDTH),
+                tuple(
+                    _stage(g, op, hi, max(_LOCAL_K) if op == "local" else None)
+                    for g, (_, hi) in enumerate(_DEPTHS)
+                ),
+                Head("fc"),
+            )
+            for stem in _STEMS
+            for op in _OPS
+        ]
+
     def baselines(self) -> dict[str, Baseline]:
         out = {}
         for net, (depths, figures) in _RESNETS.items():

@@ -26,7 +26,7 @@ def fashion() -> DataSplit:
 def test_coatnet0_cpu_proxy_beats_chance_and_reports_each_epoch(fashion: DataSplit) -> None:
     space = get_space("coatnet")
     # the cpu profile's network and image size; batch 32 gives the 2000 samples enough steps to learn in
-    profile = replace(space.profile("cpu"), epochs=2, train_samples=2000, batch_size=32)
+    profile = replace(space.profile("cpu"), epochs=2, train_samples=2000, batch_size=32, val_samples=None)
     calls: list[tuple[int, dict[str, float]]] = []
     arch = space.baselines()["CoAtNet-0"].arch
     result = train_proxy(arch, profile, fashion, seed=0, report=lambda e, m: calls.append((e, m)))

@@ -1,0 +1,399 @@
+"""One-shot evaluation: train a weight-sharing supernet once, then score architectures by inherited weights.
+
+:class:`OneShotEvaluator` builds a :class:`~nas.supernet.Supernet` over a search space under a proxy
+profile and trains it with uniform single-path sampling (Guo et al. 2020, "Single Path One-Shot"): each step
+draws one architecture of the space uniformly, choice by choice, and trains that path. As an option it uses
+the sandwich rule with in-place distillation (Yu et al. 2020, "BigNAS"): each step trains the largest path
+(widest and deepest everywhere, random ops) on the labels, then the smallest and ``random_paths`` random
+ones on the largest path's soft predictions. Training is timm's AdamW + cosine schedule stepped per update,
+seeded, with a checkpoint after every epoch under ``run_dir`` (``runs/<study>/supernet.pt``): a later
+``train()`` with the same settings resumes from it, or returns at once if training had finished.
+
+``evaluate(arch)`` extracts the architecture's path as a standalone network, recalibrates its BatchNorm
+statistics on ``bn_batches`` training batches (shared statistics belong to no single path; Guo et al.
+2020, Sec. 3.3), optionally fine-tunes it for ``finetune_steps`` steps, and measures top-1 on the same
+validation samples as the proxy evaluator. The supernet's training seconds are reported by ``train()`` so
+that a driver can charge them to the search budget.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import random
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from timm.optim import create_optimizer_v2
+from timm.scheduler import create_scheduler_v2
+
+from evaluators.complexity import pick_device
+from evaluators.data import DataSplit, loaders
+from evaluators.proxy import TrainingDiverged
+from nas.arch import Arch
+from nas.supernet import Supernet
+from search_spaces.base import ProxyProfile, RandomTrial, SearchSpace
+
+__all__ = ["OneShotConfig", "OneShotEvaluator"]
+
+Report = Callable[[int, dict[str, float]], None]
+
+
+@dataclass(frozen=True)
+class OneShotConfig:
+    """How the supernet is trained and how an architecture is scored with its weights."""
+
+    epochs: int = 4
+    train_samples: int | None = 10000  # images per epoch (the first n of the training split)
+    batch_size: int = 64
+    lr: float = 2e-3
+    weight_decay: float = 0.05
+    warmup_epochs: float = 0.2
+    min_lr: float = 1e-5
+    label_smoothing: float = 0.1
+    sandwich: bool = (
+        False  # largest + smallest + random paths per step, the others distilled from the largest
+    )
+    random_paths: int = 1  # random paths per step (with the sandwich rule: besides largest and smallest)
+    bn_batches: int = 8  # training batches that recalibrate BatchNorm before scoring
+    finetune_steps: int = 0  # optional fine-tuning steps of the extracted network before scoring
+    finetune_lr: float = 5e-4
+
+
+class _ExtremeTrial(RandomTrial):
+    """Random ops, but every width and depth at its largest (or smallest): the sandwich rule's paths."""
+
+    def __init__(self, rng: random.Random, largest: bool) -> None:
+        super().__init__(rng)
+        self.pick = max if largest else min
+
+    def suggest_categorical(self, name: str, choices: Sequence[Any]) -> Any:
+        if name.endswith((".width", ".depth")):
+            self.params[name] = value = self.pick(choices)
+            return value
+        return super().suggest_categorical(name, choices)
+
+    def suggest_int(self, name: str, low: int, high: int, step: int = 1, log: bool = False) -> int:
+        if name.endswith((".width", ".depth")):
+            self.params[name] = value = high - (high - low) % step if self.pick is max else low
+            return value
+        return super().suggest_int(name, low, high, step, log)
+
+
+class OneShotEvaluator:
+    """Trains a supernet of ``space`` under ``profile`` once; ``evaluate(arch)`` scores inherited weights."""
+
+    def __init__(
+        self,
+        space: SearchSpace,
+        profile: ProxyProfile,
+        data: DataSplit,
+        *,
+        seed: int = 0,
+        config: OneShotConfig | None = None,
+        run_dir: str | Path | None = None,
+        device: torch.device | str | None = None,
+    ) -> None:
+        if data.img_size != profile.img_size:
+            raise ValueError(
+                f"data is at {data.img_size} px but profile {profile.name!r} trains at {profile.img_size}"
+            )
+        self.space, self.profile, self.data, self.seed = space, profile, data, seed
+        self.config = config or OneShotConfig()
+        self.device = pick_device(device)
+        self.checkpoint = Path(run_dir) / "supernet.pt" if run_dir is not None else None
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.supernet = Supernet(
+                space,
+                profile,
+                num_classes=data.num_classes,
+                in_chans=data.in_chans,
+                img_size=profile.img_size,
+            ).to(self.device)
+        self.amp_dtype: torch.dtype | None = None
+        if self.device.type == "cuda":
+            self.amp_dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        self.trained = False
+        self.info: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------------------------------ training
+
+    def settings(self) -> dict[str, Any]:
+        """What a checkpoint must match to be resumed: space, profile, data, seed and the config."""
+        return {
+            "space": self.space.name,
+            "profile": dataclasses.asdict(self.profile),
+            "data": self.data.describe(),
+            "seed": self.seed,
+            "config": dataclasses.asdict(self.config),
+        }
+
+    def _autocast(self) -> contextlib.AbstractContextManager[Any]:
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.amp_dtype)
+
+    def _paths(self, rng: random.Random) -> list[Arch]:
+        cfg = self.config
+        if not cfg.sandwich:
+            return [self.space.sample(RandomTrial(rng)) for _ in range(cfg.random_paths)]
+        extremes = [self.space.sample(_ExtremeTrial(rng, largest)) for largest in (True, False)]
+        return extremes + [self.space.sample(RandomTrial(rng)) for _ in range(cfg.random_paths)]
+
+    def train(self, report: Report | None = None) -> dict[str, Any]:
+        """Train the supernet (or resume / load it from the checkpoint); returns ``train_seconds`` (this
+        call's and all calls' so far), ``epochs``, ``steps``, ``images`` (path-images trained) and
+        ``train_loss``. ``report(epoch, metrics)`` is called after every epoch."""
+        cfg, net = self.config, self.supernet
+        optimizer = create_optimizer_v2(net, opt="adamw", lr=cfg.lr, weight_decay=cfg.weight_decay)
+        scaler = torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16 else None
+        rng = random.Random(self.seed)
+        start_epoch, spent, images, steps_done, loss_value = 1, 0.0, 0, 0, math.nan
+        data_state = None
+        state = self._load_checkpoint()
+        if state is not None:
+            net.load_state_dict(state["supernet"])
+            optimizer.load_state_dict(state["optimizer"])
+            rng.setstate(state["rng"])
+            data_state = state["data_rng"]
+            start_epoch = state["epoch"] + 1
+            spent, images, steps_done = state["train_seconds"], state["images"], state["steps"]
+            loss_value = state["train_loss"]
+        train_batches, _ = loaders(
+            self.data,
+            cfg.batch_size,
+            seed=self.seed,
+            train_samples=cfg.train_samples,
+            device=self.device,
+        )
+        if data_state is not None:  # a resumed epoch sees the data order of an uninterrupted run
+            train_batches.generator.set_state(data_state)
+        steps = len(train_batches)
+        if steps == 0:
+            raise ValueError(
+                f"{len(self.data.train)} training samples make no full batch of {cfg.batch_size}"
+            )
+        scheduler, _ = create_scheduler_v2(
+            optimizer,
+            sched="cosine",
+            num_epochs=cfg.epochs,
+            warmup_epochs=cfg.warmup_epochs,
+            warmup_lr=1e-5,
+            min_lr=cfg.min_lr,
+            step_on_epochs=False,
+            updates_per_epoch=steps,
+        )
+        if start_epoch > 1:  # the scheduler's constructor reset the learning rate to its warmup value
+            scheduler.step_update(num_updates=(start_epoch - 1) * steps)
+        this_call = 0.0
+        net.train()
+        for epoch in range(start_epoch, cfg.epochs + 1):
+            begin, total, seen = time.perf_counter(), 0.0, 0
+            for step, (x, y) in enumerate(train_batches, start=1):
+                x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+                value = self._train_step(x, y, rng, optimizer, scaler)
+                if not math.isfinite(value):
+                    raise TrainingDiverged(epoch, step, value, f"the {self.space.name} supernet")
+                scheduler.step_update(num_updates=(epoch - 1) * steps + step)
+                total += value * len(y)
+                seen += len(y)
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            elapsed = time.perf_counter() - begin
+            spent, this_call = spent + elapsed, this_call + elapsed
+            images += seen * (cfg.random_paths + 2 * cfg.sandwich)
+            steps_done += steps
+            loss_value = total / max(seen, 1)
+            self._save_checkpoint(
+                epoch,
+                optimizer,
+                rng,
+                train_batches.generator.get_state(),
+                spent,
+                images,
+                steps_done,
+                loss_value,
+            )
+            if report is not None:
+                report(epoch, {"train_loss": loss_value, "train_seconds": spent})
+        self.trained = True
+        self.info = {
+            "train_seconds": spent,
+            "train_seconds_this_call": this_call,
+            "epochs": cfg.epochs,
+            "steps": steps_done,
+            "images": images,
+            "train_loss": loss_value,
+            "params": sum(p.numel() for p in net.parameters()),
+            "device": str(self.device),
+        }
+        return dict(self.info)
+
+    def _train_step(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        rng: random.Random,
+        optimizer: torch.optim.Optimizer,
+        scaler: torch.amp.GradScaler | None,
+    ) -> float:
+        cfg, net = self.config, self.supernet
+        optimizer.zero_grad(set_to_none=True)
+        teacher: torch.Tensor | None = None
+        first = 0.0
+        for i, arch in enumerate(self._paths(rng)):
+            net.set_active(arch)
+            with self._autocast():
+                logits = net(x)
+                if teacher is None:
+                    loss = F.cross_entropy(logits, y, label_smoothing=cfg.label_smoothing)
+                else:  # in-place distillation: the largest path's predictions are the target
+                    loss = F.cross_entropy(logits, teacher)
+            if i == 0:
+                first = loss.item()
+                if not math.isfinite(first):
+                    return first
+                if cfg.sandwich:
+                    teacher = logits.detach().float().softmax(-1)
+            (scaler.scale(loss) if scaler is not None else loss).backward()
+        if scaler is not None:
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            optimizer.step()
+        return first
+
+    def _save_checkpoint(
+        self,
+        epoch: int,
+        optimizer: torch.optim.Optimizer,
+        rng: random.Random,
+        data_rng: torch.Tensor,
+        spent: float,
+        images: int,
+        steps: int,
+        loss: float,
+    ) -> None:
+        if self.checkpoint is None:
+            return
+        self.checkpoint.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.checkpoint.with_suffix(".tmp")
+        torch.save(
+            {
+                "settings": self.settings(),
+                "epoch": epoch,
+                "supernet": self.supernet.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "rng": rng.getstate(),
+                "data_rng": data_rng,
+                "train_seconds": spent,
+                "images": images,
+                "steps": steps,
+                "train_loss": loss,
+            },
+            tmp,
+        )
+        tmp.replace(self.checkpoint)  # atomic: a kill never leaves a half-written checkpoint
+
+    def _load_checkpoint(self) -> dict[str, Any] | None:
+        if self.checkpoint is None or not self.checkpoint.exists():
+            return None
+        try:
+            state = torch.load(self.checkpoint, map_location=self.device, weights_only=False)
+        except Exception as err:
+            raise ValueError(f"cannot read the supernet checkpoint {self.checkpoint}: {err}") from None
+        if state.get("settings") != self.settings():
+            raise ValueError(
+                f"{self.checkpoint} was trained with other settings (space, profile, data, seed or config); "
+                "use another run directory or delete it"
+            )
+        return state
+
+    # ------------------------------------------------------------------------------------------ scoring
+
+    def evaluate(self, arch: Arch, report: Report | None = None) -> dict[str, Any]:
+        """Top-1 (percent) of ``arch`` with the supernet's weights, after BatchNorm recalibration."""
+        if not self.trained:
+            self.train()
+        cfg = self.config
+        start = time.perf_counter()
+        model = self.supernet.extract(arch).to(self.device)
+        train_batches, val_batches = loaders(
+            self.data,
+            cfg.batch_size,
+            seed=self.seed + 1,
+            train_samples=cfg.train_samples,
+            val_samples=self.profile.val_samples,
+            device=self.device,
+        )
+        batches = _take(iter(train_batches), cfg.bn_batches + cfg.finetune_steps)
+        if cfg.finetune_steps:
+            self._finetune(model, batches[: cfg.finetune_steps])
+        _recalibrate_bn(model, batches[cfg.finetune_steps :], self._autocast)
+        metrics = self._validate(model, val_batches)
+        metrics["eval_seconds"] = time.perf_counter() - start
+        metrics["arch"] = model.arch.key
+        if report is not None:
+            report(1, dict(metrics))
+        return metrics
+
+    def _finetune(self, model: nn.Module, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        optimizer = create_optimizer_v2(model, opt="adamw", lr=self.config.finetune_lr, weight_decay=0.0)
+        model.train()
+        for x, y in batches:
+            with self._autocast():
+                loss = F.cross_entropy(model(x), y, label_smoothing=self.config.label_smoothing)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+
+    @torch.inference_mode()
+    def _validate(self, model: nn.Module, batches: Any) -> dict[str, Any]:
+        model.eval()
+        correct = total = 0
+        loss_sum = 0.0
+        for x, y in batches:
+            with self._autocast():
+                logits = model(x)
+            loss_sum += float(F.cross_entropy(logits.float(), y, reduction="sum"))
+            correct += int((logits.argmax(1) == y).sum())
+            total += len(y)
+        return {"top1": 100.0 * correct / total, "loss": loss_sum / total}
+
+
+def _take(batches: Iterator[Any], n: int) -> list[Any]:
+    out = []
+    for batch in batches:
+        if len(out) == n:
+            break
+        out.append(batch)
+    return out
+
+
+@torch.no_grad()
+def _recalibrate_bn(
+    model: nn.Module, batches: list[tuple[torch.Tensor, torch.Tensor]], autocast: Callable[[], Any]
+) -> None:
+    """Replace every BatchNorm's running statistics by their plain average over ``batches``."""
+    norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    if not norms or not batches:
+        return
+    saved = [m.momentum for m in norms]
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None  # cumulative moving average: every batch weighs the same
+    model.train()
+    for x, _ in batches:
+        with autocast():
+            model(x)
+    for m, momentum in zip(norms, saved, strict=True):
+        m.momentum = momentum
+    model.eval()

@@ -1,0 +1,87 @@
+"""The one-shot evaluator (evaluators/oneshot.py): trains a supernet on real Fashion-MNIST, checkpoints every
+epoch, resumes bit-for-bit, refuses a checkpoint of other settings and scores architectures."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from evaluators.data import DataSplit, load_dataset
+from evaluators.oneshot import OneShotConfig, OneShotEvaluator, _ExtremeTrial
+from search_spaces import get_space
+from search_spaces.base import ProxyProfile
+
+# The coatnet space at 1/8 width and 1/10 depth: a supernet that trains a step in well under a second.
+TINY = ProxyProfile(
+    "tiny", img_size=32, width_mult=0.125, depth_mult=0.1, relax_strides=1, batch_size=32, val_samples=200
+)
+CONFIG = OneShotConfig(epochs=2, train_samples=192, batch_size=32, bn_batches=2)
+
+
+@pytest.fixture(scope="module")
+def fashion() -> DataSplit:
+    return load_dataset("fashion-mnist", img_size=32, train_samples=1000, val_size=300, seed=0)
+
+
+def _evaluator(data: DataSplit, run_dir: Path | None, config: OneShotConfig = CONFIG) -> OneShotEvaluator:
+    return OneShotEvaluator(get_space("coatnet"), TINY, data, seed=0, config=config, run_dir=run_dir)
+
+
+def test_trains_checkpoints_and_scores(fashion: DataSplit, tmp_path: Path) -> None:
+    calls: list[int] = []
+    evaluator = _evaluator(fashion, tmp_path)
+    info = evaluator.train(report=lambda epoch, m: calls.append(epoch))
+    assert calls == [1, 2] and (tmp_path / "supernet.pt").exists()
+    assert info["steps"] == 2 * (192 // 32) and info["images"] == 2 * 192 and info["train_seconds"] > 0
+    arch = get_space("coatnet").baselines()["CoAtNet-0"].arch
+    scored = evaluator.evaluate(arch)
+    assert 0 <= scored["top1"] <= 100 and scored["eval_seconds"] > 0
+    assert scored["arch"] == TINY.apply(arch).key
+
+    again = _evaluator(fashion, tmp_path)  # a finished checkpoint is loaded, not retrained
+    assert again.train()["train_seconds_this_call"] == 0
+    assert again.evaluate(arch)["top1"] == scored["top1"]
+
+
+def test_resume_after_an_interruption_equals_an_uninterrupted_run(fashion: DataSplit, tmp_path: Path) -> None:
+    whole = _evaluator(fashion, tmp_path / "whole")
+    whole.train()
+
+    class Killed(Exception):
+        pass
+
+    def die_after_first_epoch(epoch: int, metrics: dict[str, float]) -> None:
+        raise Killed
+
+    cut = _evaluator(fashion, tmp_path / "cut")
+    with pytest.raises(Killed):
+        cut.train(report=die_after_first_epoch)  # epoch 1's checkpoint is written before the report
+    resumed = _evaluator(fashion, tmp_path / "cut")
+    info = resumed.train()
+    assert info["steps"] == whole.info["steps"]
+    for (name, a), b in zip(
+        whole.supernet.state_dict().items(), resumed.supernet.state_dict().values(), strict=True
+    ):
+        torch.testing.assert_close(a, b, atol=0, rtol=0, msg=name)
+
+
+def test_refuses_a_checkpoint_of_other_settings(fashion: DataSplit, tmp_path: Path) -> None:
+    _evaluator(fashion, tmp_path, OneShotConfig(epochs=1, train_samples=64, batch_size=32)).train()
+    other = _evaluator(fashion, tmp_path, OneShotConfig(epochs=1, train_samples=64, batch_size=32, lr=1e-3))
+    with pytest.raises(ValueError, match="other settings"):
+        other.train()
+
+
+def test_sandwich_rule_with_distillation(fashion: DataSplit) -> None:
+    space = get_space("coatnet")
+    rng = random.Random(0)
+    largest, smallest = space.sample(_ExtremeTrial(rng, True)), space.sample(_ExtremeTrial(rng, False))
+    assert all(s.depth >= t.depth for s, t in zip(largest.stages[-2:], smallest.stages[-2:], strict=True))
+    assert largest.stages[-1].width == 1536 and smallest.stages[-1].width == 512
+    config = OneShotConfig(epochs=1, train_samples=64, batch_size=32, sandwich=True, bn_batches=1)
+    info = _evaluator(fashion, None, config).train()
+    assert info["images"] == 64 * 3  # largest, smallest and one random path per step
+    assert info["train_loss"] == info["train_loss"]  # finite, not NaN
