@@ -74,6 +74,7 @@ _ZERO_MAC_OPS = (
     "aten::abs",
     "aten::amax",
     "aten::meshgrid",  # the relative-position index (index bookkeeping, computed once per map size)
+    "aten::index_select",  # the relative-position bias gathered from its table (a copy, no arithmetic)
 )
 
 
