@@ -19,9 +19,10 @@ $(STAMP): pyproject.toml | $(PY)
 
 setup: $(STAMP)
 
+# The embedded default: a few CPU minutes of real proxy-trained search on Fashion-MNIST, ending with the path
+# of runs/coatnet-proxy/report.html (`nas search --resume` continues it; `rm -rf runs/coatnet-proxy` restarts).
 demo: setup
-	$(VENV)/bin/nas ops
-	$(VENV)/bin/nas inspect examples/hybrid.json
+	$(VENV)/bin/nas search
 
 test: setup
 	$(PY) -m pytest -q
@@ -36,6 +37,7 @@ format: setup
 
 bench: setup
 	$(PY) benchmarks/bench_local_attention.py
+	$(PY) benchmarks/bench_drivers.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

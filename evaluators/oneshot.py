@@ -38,6 +38,7 @@ from evaluators.complexity import pick_device
 from evaluators.data import DataSplit, loaders
 from evaluators.proxy import TrainingDiverged
 from nas.arch import Arch
+from nas.create import save_model, weights_name
 from nas.supernet import Supernet
 from search_spaces.base import ProxyProfile, RandomTrial, SearchSpace
 
@@ -100,6 +101,7 @@ class OneShotEvaluator:
         config: OneShotConfig | None = None,
         run_dir: str | Path | None = None,
         device: torch.device | str | None = None,
+        weights_dir: str | Path | None = None,
     ) -> None:
         if data.img_size != profile.img_size:
             raise ValueError(
@@ -109,6 +111,7 @@ class OneShotEvaluator:
         self.config = config or OneShotConfig()
         self.device = pick_device(device)
         self.checkpoint = Path(run_dir) / "supernet.pt" if run_dir is not None else None
+        self.weights_dir = weights_dir  # keep each scored network there (nas export reads them)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.supernet = Supernet(
@@ -320,7 +323,8 @@ class OneShotEvaluator:
     # ------------------------------------------------------------------------------------------ scoring
 
     def evaluate(self, arch: Arch, report: Report | None = None) -> dict[str, Any]:
-        """Top-1 (percent) of ``arch`` with the supernet's weights, after BatchNorm recalibration."""
+        """Top-1 (percent) of ``arch`` with the supernet's weights, after BatchNorm recalibration; with a
+        ``weights_dir`` the scored network is kept there as a model file (``weights`` names it)."""
         if not self.trained:
             self.train()
         cfg = self.config
@@ -341,6 +345,10 @@ class OneShotEvaluator:
         metrics = self._validate(model, val_batches)
         metrics["eval_seconds"] = time.perf_counter() - start
         metrics["arch"] = model.arch.key
+        if self.weights_dir is not None:  # the inherited, recalibrated weights: what was scored
+            name = weights_name(arch)
+            save_model(model, Path(self.weights_dir) / name, searched_arch=arch.key, top1=metrics["top1"])
+            metrics["weights"] = name
         if report is not None:
             report(1, dict(metrics))
         return metrics

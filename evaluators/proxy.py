@@ -22,6 +22,7 @@ import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -33,6 +34,7 @@ from timm.scheduler import create_scheduler_v2
 from evaluators.complexity import pick_device
 from evaluators.data import DataSplit, loaders
 from nas.arch import Arch
+from nas.create import save_model, weights_name
 from nas.model import build_model
 from search_spaces.base import ProxyProfile
 
@@ -83,8 +85,12 @@ def train_proxy(
     report: Report | None = None,
     device: torch.device | str | None = None,
     num_workers: int = 0,
+    weights_dir: str | Path | None = None,
 ) -> dict[str, Any]:
     """Train ``profile.apply(arch)`` from scratch; return the final validation metrics and the cost.
+
+    With ``weights_dir`` the trained network is kept there as a model file (:func:`nas.create.save_model`)
+    named by :func:`nas.create.weights_name` of ``arch``, and ``weights`` in the result names it.
 
     Returns ``top1`` (percent, 0..100), ``loss`` (validation cross-entropy, no smoothing), ``train_loss``
     (mean of the last epoch), ``train_seconds`` and ``eval_seconds`` (wall time of the training steps and of
@@ -123,7 +129,12 @@ def train_proxy(
         )
         if len(train_batches) == 0:
             raise ValueError(f"{len(data.train)} training samples make no full batch of {profile.batch_size}")
-        return _Trainer(model, proxy, profile.epochs, config, dev, report).run(train_batches, val_batches)
+        out = _Trainer(model, proxy, profile.epochs, config, dev, report).run(train_batches, val_batches)
+    if weights_dir is not None:
+        name = weights_name(arch)
+        save_model(model, Path(weights_dir) / name, searched_arch=arch.key, top1=out["top1"], seed=seed)
+        out["weights"] = name
+    return out
 
 
 class _Trainer:
@@ -265,10 +276,12 @@ class ProxyEvaluator:
         config: TrainConfig | None = None,
         device: torch.device | str | None = None,
         num_workers: int = 0,
+        weights_dir: str | Path | None = None,
     ) -> None:
         self.profile, self.data, self.seed = profile, data, seed
         self.config = config or TrainConfig()
         self.device, self.num_workers = device, num_workers
+        self.weights_dir = weights_dir  # keep each trained network there (nas export reads them)
 
     def evaluate(self, arch: Arch, report: Report | None = None) -> dict[str, Any]:
         return train_proxy(
@@ -280,4 +293,5 @@ class ProxyEvaluator:
             report=report,
             device=self.device,
             num_workers=self.num_workers,
+            weights_dir=self.weights_dir,
         )

@@ -4,8 +4,8 @@ Owns the architecture encoding (:mod:`nas.arch`), the token mixers, blocks and s
 model builder (:mod:`nas.model`) and the command line (:mod:`nas.cli`). It knows no specific search
 space's choices.
 
-``import nas`` is cheap: the encoding is pure Python, and torch-backed names (``build_model``, ``NasNet``)
-load on first use.
+``import nas`` is cheap: the encoding is pure Python, and torch-backed names (``build_model``, ``NasNet``,
+``create_model``) load on first use. ``import nas.timm_models`` registers the networks with timm.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Any
 
 from nas.arch import Arch, Head, Stage, Stem
 
-__all__ = ["Arch", "Head", "NasNet", "Stage", "Stem", "build_model"]
+__all__ = ["Arch", "Head", "NasNet", "Stage", "Stem", "build_model", "create_model"]
 __version__ = "0.1.0"
 
-_LAZY = {"build_model": "nas.model", "NasNet": "nas.model"}
+_LAZY = {"build_model": "nas.model", "NasNet": "nas.model", "create_model": "nas.create"}
 
 
 def __getattr__(name: str) -> Any:

@@ -289,5 +289,220 @@ def cost(
     console.print(table)
 
 
+@app.command()
+def search(
+    space: Annotated[
+        str | None, typer.Option(help="Search space (see `nas spaces`). [default: coatnet]")
+    ] = None,
+    budget: Annotated[
+        str | None,
+        typer.Option(help="e.g. 8gpu-days, 12gpu-hours, 6cpu-hours, 45min, 2h, 200trials. [default: 5min]"),
+    ] = None,
+    evaluator: Annotated[
+        str | None, typer.Option(help="complexity | proxy | oneshot. [default: proxy]")
+    ] = None,
+    dataset: Annotated[
+        str | None,
+        typer.Option(help="fashion-mnist | cifar10 | cifar100 | imagefolder:PATH. [default: fashion-mnist]"),
+    ] = None,
+    data_dir: Annotated[
+        str | None, typer.Option(help="Where the dataset lives (else $NAS_DATA, system copies).")
+    ] = None,
+    profile: Annotated[
+        str | None, typer.Option(help="Proxy profile of the space: cpu | gpu | full. [default: cpu]")
+    ] = None,
+    objectives: Annotated[
+        str | None, typer.Option(help="Comma-separated metric[:max|min]. [default: top1:max,macs:min]")
+    ] = None,
+    sampler: Annotated[
+        str | None,
+        typer.Option(help="nsga2 | tpe | gp | random. [default: nsga2 for 2+ objectives, else tpe]"),
+    ] = None,
+    study: Annotated[
+        str | None,
+        typer.Option(help="Study name; outputs go to runs/<study>/. [default: <space>-<evaluator>]"),
+    ] = None,
+    storage: Annotated[
+        str | None,
+        typer.Option(help="Optuna storage: an RDB URL or journal:PATH. [default: runs/<study>/study.db]"),
+    ] = None,
+    backend: Annotated[str | None, typer.Option(help="optuna | ray. [default: optuna]")] = None,
+    seed: Annotated[
+        int | None, typer.Option(help="Seed of the sampler, data split and training. [default: 0]")
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option(help="Optuna worker processes on this machine. [default: 1]")
+    ] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an existing study.")] = False,
+    no_baselines: Annotated[
+        bool, typer.Option("--no-baselines", help="Do not enqueue the space's baselines first.")
+    ] = False,
+    runs_dir: Annotated[
+        str | None, typer.Option(help="Folder of the run directories. [default: runs]")
+    ] = None,
+    address: Annotated[
+        str | None, typer.Option(help="Ray cluster to join: auto or ray://host:port (--backend ray).")
+    ] = None,
+    gpus_per_trial: Annotated[
+        float | None, typer.Option(help="GPUs each trial holds (Ray). [default: 1 with CUDA, else 0]")
+    ] = None,
+    cpus_per_trial: Annotated[
+        float | None, typer.Option(help="CPUs each trial holds (Ray). [default: 1]")
+    ] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Trials at once (Ray). [default: 1]")] = None,
+    trial_timeout: Annotated[float | None, typer.Option(help="Seconds after which a trial fails.")] = None,
+    macs_img_size: Annotated[
+        int | None, typer.Option(help="Image size of the MACs/params objectives. [default: 224]")
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="YAML/TOML file with the same keys; flags override it.")
+    ] = None,
+) -> None:
+    """Search a space: sample architectures, evaluate them, keep the study; writes runs/<study>/."""
+    with _user_errors():
+        from nas.search.run import run_search
+        from nas.search.settings import SearchSettings
+
+        settings = SearchSettings.from_sources(
+            config,
+            space=space,
+            budget=budget,
+            evaluator=evaluator,
+            dataset=dataset,
+            data_dir=data_dir,
+            profile=profile,
+            objectives=objectives,
+            sampler=sampler,
+            study=study,
+            storage=storage,
+            backend=backend,
+            seed=seed,
+            workers=workers,
+            resume=True if resume else None,
+            baselines=False if no_baselines else None,
+            runs_dir=runs_dir,
+            address=address,
+            gpus_per_trial=gpus_per_trial,
+            cpus_per_trial=cpus_per_trial,
+            concurrency=concurrency,
+            trial_timeout=trial_timeout,
+            macs_img_size=macs_img_size,
+        )
+        outcome = run_search(settings, console)
+    done = int((outcome.trials["state"] == "COMPLETE").sum()) if len(outcome.trials) else 0
+    console.print(f"{done} trials complete; trials table: {outcome.run_dir / 'trials.csv'}")
+    console.print(f"manifest: {outcome.manifest}")
+    if outcome.report is not None:
+        console.print(f"report: {outcome.report}")
+    if outcome.interrupted:
+        raise typer.Exit(130)
+
+
+def _run_dir(study: str, runs_dir: str) -> Path:
+    """A study's run directory: a path to one, or a study name under ``runs_dir``."""
+    path = Path(study)
+    if (path / "manifest.json").exists():
+        return path
+    from nas.search.settings import check_study_name
+
+    check_study_name(study)
+    return Path(runs_dir) / study
+
+
+@app.command()
+def report(
+    study: Annotated[str, typer.Argument(help="Study name (under --runs-dir) or a run directory.")],
+    runs_dir: Annotated[str, typer.Option(help="Folder of the run directories.")] = "runs",
+) -> None:
+    """Write report.html (offline, interactive), pareto.png and pareto.csv of a study."""
+    with _user_errors():
+        from results.report import write_report
+
+        path = write_report(_run_dir(study, runs_dir))
+    console.print(f"report: {path}")
+
+
+@app.command()
+def export(
+    study: Annotated[str, typer.Argument(help="Study name (under --runs-dir) or a run directory.")],
+    trial: Annotated[list[int] | None, typer.Option(help="Trial number to export (repeatable).")] = None,
+    pareto: Annotated[bool, typer.Option("--pareto", help="Export every trial on the Pareto front.")] = False,
+    out: Annotated[str | None, typer.Option(help="Output folder. [default: runs/<study>/export]")] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help="Standalone file: torchscript | export (torch.export) | none.")
+    ] = "torchscript",
+    runs_dir: Annotated[str, typer.Option(help="Folder of the run directories.")] = "runs",
+) -> None:
+    """Write arch.json, the evaluated network (model.pt) and a standalone file for chosen trials."""
+    with _user_errors():
+        if bool(trial) == pareto:
+            raise ValueError("export: give either --trial N (one or more) or --pareto")
+        from results.export import export_trials
+
+        run_dir = _run_dir(study, runs_dir)
+        written = export_trials(run_dir, out or run_dir / "export", trials=trial or None, fmt=fmt)
+    for path in written:
+        has_model = (path / "model.pt").exists()
+        note = "arch.json, model.pt" if has_model else "arch.json only (the search kept no weights for it)"
+        console.print(f"{path}: {note}")
+
+
+@app.command()
+def train(
+    arch: Annotated[str, typer.Argument(help="arch.json (or JSON text) of the architecture to train.")],
+    dataset: Annotated[str, typer.Option(help="fashion-mnist | cifar10 | cifar100 | imagefolder:PATH.")] = (
+        "fashion-mnist"
+    ),
+    data_dir: Annotated[str | None, typer.Option(help="Where the dataset lives.")] = None,
+    space: Annotated[str, typer.Option(help="Space whose profile scales the network.")] = "coatnet",
+    profile: Annotated[
+        str | None, typer.Option(help="cpu | gpu | full. [default: full with CUDA, else cpu]")
+    ] = None,
+    epochs: Annotated[int, typer.Option(min=1)] = 10,
+    batch_size: Annotated[int, typer.Option(min=1)] = 64,
+    train_samples: Annotated[int | None, typer.Option(help="Training images used (default: all).")] = None,
+    lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = 1e-3,
+    seed: int = 0,
+    out: Annotated[str | None, typer.Option(help="Run folder. [default: runs/train/<arch file>]")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out.")] = False,
+) -> None:
+    """Train one architecture with checkpoints every epoch; ends with model.pt (nas.create_model loads it)."""
+    with _user_errors():
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from evaluators.complexity import pick_device
+        from evaluators.data import load_dataset
+        from evaluators.train import FullTrainConfig, train_arch
+        from nas.create import resolve_arch, weights_name
+        from search_spaces import get_space
+
+        built = resolve_arch(arch)
+        name = profile or ("full" if pick_device().type == "cuda" else "cpu")
+        prof = get_space(space).profile(name)
+        data = load_dataset(dataset, img_size=prof.img_size, data_dir=data_dir, seed=seed)
+        config = FullTrainConfig(
+            epochs=epochs, batch_size=batch_size, train_samples=train_samples, lr=lr, seed=seed
+        )
+        default = Path(arch).stem if arch.endswith(".json") else weights_name(built).removesuffix(".pt")
+        target = Path(out) if out else Path("runs") / "train" / default
+        console.print(f"training {prof.apply(built).key} ({name} profile, {prof.img_size} px) -> {target}")
+        with Progress(
+            TextColumn("epoch {task.completed}/{task.total}"),
+            BarColumn(),
+            TextColumn("{task.fields[status]}"),
+            TimeElapsedColumn(),
+            console=console,
+        ) as bar:
+            task = bar.add_task("train", total=epochs, status="")
+
+            def report(epoch: int, metrics: dict[str, float]) -> None:
+                status = f"top-1 {metrics['top1']:.2f}%  loss {metrics['train_loss']:.3f}"
+                bar.update(task, completed=epoch, status=status)
+
+            result = train_arch(built, prof, data, target, config=config, resume=resume, report=report)
+    console.print(f"top-1 {result['top1']:.2f}% after {result['epochs']} epochs")
+    console.print(f"model: {result['model_file']}")
+
+
 def main() -> None:
     app()

@@ -89,6 +89,8 @@ class NasNet(nn.Module):
             )
         self.arch = arch
         self.num_classes = num_classes
+        self.in_chans = in_chans
+        self.img_size = size  # the size its position tables were built for (any size >= min runs)
         self.num_features = arch.num_features
         self.stem = STEMS.get(arch.stem.kind)(in_chans, arch.stem.width, patch=arch.stem.patch)
         specs, self.feature_size = plan_blocks(arch, size, drop_path_rate)

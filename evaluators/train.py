@@ -1,0 +1,225 @@
+"""Full training of one architecture: ``nas train ARCH.json --dataset ...``.
+
+:func:`train_arch` trains ``profile.apply(arch)`` (the network itself under a space's ``full`` profile; the
+CPU profile's shrunk network by default where there is no GPU) on a dataset with timm's optimizer and
+scheduler factories (AdamW + cosine by default, stepped per update), crops and flips, label smoothing and
+drop-path. After every epoch it validates on the held-out split, calls ``report(epoch, metrics)`` and writes
+``<out>/checkpoint.pt`` (model, optimizer, data-order state, history; atomically), so ``resume=True``
+continues an interrupted run and ends with exactly the weights an uninterrupted one would have (on the CPU).
+It ends by writing ``<out>/model.pt``, a model file :func:`nas.create.create_model` reloads, and
+``<out>/history.json``. CUDA with AMP (bf16, else fp16 with a scaler) when present, fp32 on the CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from timm.optim import create_optimizer_v2
+from timm.scheduler import create_scheduler_v2
+
+from evaluators.complexity import pick_device
+from evaluators.data import DataSplit, loaders
+from evaluators.proxy import TrainingDiverged
+from nas.arch import Arch
+from nas.create import save_model
+from nas.model import build_model
+from search_spaces.base import ProxyProfile
+
+__all__ = ["FullTrainConfig", "train_arch"]
+
+Report = Callable[[int, dict[str, float]], None]
+
+
+@dataclass(frozen=True)
+class FullTrainConfig:
+    """How long and how: the profile gives the network's scale and image size, this the schedule."""
+
+    epochs: int = 10
+    batch_size: int = 64
+    train_samples: int | None = None  # None: the whole training split
+    lr: float = 1e-3
+    weight_decay: float = 0.05
+    opt: str = "adamw"
+    sched: str = "cosine"
+    warmup_epochs: float = 1.0
+    min_lr: float = 1e-5
+    label_smoothing: float = 0.1
+    drop_path_rate: float = 0.1
+    augment: bool = True
+    seed: int = 0
+
+
+def train_arch(
+    arch: Arch,
+    profile: ProxyProfile,
+    data: DataSplit,
+    out_dir: str | Path,
+    *,
+    config: FullTrainConfig | None = None,
+    resume: bool = False,
+    device: torch.device | str | None = None,
+    report: Report | None = None,
+) -> dict[str, Any]:
+    """Train ``profile.apply(arch)`` on ``data``; returns the last epoch's metrics and the run's totals."""
+    config = config or FullTrainConfig()
+    out = Path(out_dir)
+    checkpoint_path = out / "checkpoint.pt"
+    settings = {
+        "arch": arch.key,
+        "profile": dataclasses.asdict(profile),
+        "config": dataclasses.asdict(config),
+    }
+    settings["data"] = data.describe()
+    if checkpoint_path.exists() and not resume:
+        raise ValueError(
+            f"{out} already holds a training run; pass --resume to continue it, or another --out"
+        )
+    if data.img_size != profile.img_size:
+        raise ValueError(
+            f"data is at {data.img_size} px but profile {profile.name!r} trains at {profile.img_size}"
+        )
+    dev = pick_device(device)
+    net_arch = profile.apply(arch)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        model = build_model(
+            net_arch,
+            num_classes=data.num_classes,
+            in_chans=data.in_chans,
+            img_size=profile.img_size,
+            drop_path_rate=config.drop_path_rate,
+        ).to(dev)
+    train_batches, val_batches = loaders(
+        data, config.batch_size, seed=config.seed, train_samples=config.train_samples, augment=config.augment,
+        device=dev,
+    )  # fmt: skip
+    steps = len(train_batches)
+    if steps == 0:
+        raise ValueError(f"{len(data.train)} training samples make no full batch of {config.batch_size}")
+    optimizer = create_optimizer_v2(model, opt=config.opt, lr=config.lr, weight_decay=config.weight_decay)
+    scheduler, _ = create_scheduler_v2(
+        optimizer,
+        sched=config.sched,
+        num_epochs=config.epochs,
+        warmup_epochs=config.warmup_epochs,
+        warmup_lr=1e-5,
+        min_lr=config.min_lr,
+        step_on_epochs=False,
+        updates_per_epoch=steps,
+    )
+    amp = (
+        (torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16) if dev.type == "cuda" else None
+    )
+    scaler = torch.amp.GradScaler("cuda") if amp == torch.float16 else None
+    history: list[dict[str, float]] = []
+    start_epoch, torch_rng = 1, None
+    if resume and checkpoint_path.exists():
+        state = torch.load(checkpoint_path, map_location=dev, weights_only=False)
+        if state["settings"] != settings:
+            raise ValueError(f"{checkpoint_path} was written with other settings; use another --out")
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        if scaler is not None and state.get("scaler"):
+            scaler.load_state_dict(state["scaler"])
+        train_batches.generator.set_state(state["data_rng"])
+        torch_rng = state["torch_rng"]
+        history, start_epoch = state["history"], state["epoch"] + 1
+        scheduler.step_update(num_updates=state["epoch"] * steps)
+
+    def autocast() -> contextlib.AbstractContextManager[Any]:
+        return torch.autocast(dev.type, dtype=amp) if amp is not None else contextlib.nullcontext()
+
+    with torch.random.fork_rng(devices=[]):  # drop-path draws from torch's global generator
+        torch.manual_seed(config.seed)
+        if torch_rng is not None:
+            torch.set_rng_state(torch_rng)
+        for epoch in range(start_epoch, config.epochs + 1):
+            begin, total, seen = time.perf_counter(), 0.0, 0
+            model.train()
+            for step, (x, y) in enumerate(train_batches, start=1):
+                x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+                with autocast():
+                    loss = F.cross_entropy(model(x), y, label_smoothing=config.label_smoothing)
+                value = loss.item()
+                if not math.isfinite(value):
+                    raise TrainingDiverged(epoch, step, value, net_arch.key)
+                optimizer.zero_grad(set_to_none=True)
+                if scaler is not None:
+                    scaler.scale(loss).backward()
+                    scaler.step(optimizer)
+                    scaler.update()
+                else:
+                    loss.backward()
+                    optimizer.step()
+                scheduler.step_update(num_updates=(epoch - 1) * steps + step)
+                total += value * len(y)
+                seen += len(y)
+            train_seconds = time.perf_counter() - begin
+            metrics = _validate(model, val_batches, dev, autocast)
+            metrics.update(
+                epoch=epoch,
+                train_loss=total / max(seen, 1),
+                train_seconds=train_seconds,
+                images_per_second=seen / train_seconds if train_seconds > 0 else math.nan,
+                lr=optimizer.param_groups[0]["lr"],
+            )
+            history.append(metrics)
+            _atomic_save(
+                {
+                    "settings": settings,
+                    "epoch": epoch,
+                    "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "scaler": scaler.state_dict() if scaler is not None else None,
+                    "data_rng": train_batches.generator.get_state(),
+                    "torch_rng": torch.get_rng_state(),
+                    "history": history,
+                },
+                checkpoint_path,
+            )
+            if report is not None:
+                report(epoch, dict(metrics))
+    model_file = save_model(model, out / "model.pt", searched_arch=arch.key, history=history)
+    (out / "history.json").write_text(json.dumps({"settings": settings, "history": history}, indent=1) + "\n")
+    last = history[-1] if history else {}
+    return {
+        **last,
+        "epochs": config.epochs,
+        "params": sum(p.numel() for p in model.parameters()),
+        "arch": net_arch.key,
+        "model_file": str(model_file),
+        "device": str(dev),
+        "amp": str(amp).removeprefix("torch.") if amp else "fp32",
+    }
+
+
+@torch.inference_mode()
+def _validate(model: torch.nn.Module, batches: Any, dev: torch.device, autocast: Any) -> dict[str, float]:
+    model.eval()
+    correct = total = 0
+    loss_sum = 0.0
+    for x, y in batches:
+        x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+        with autocast():
+            logits = model(x).float()
+        loss_sum += float(F.cross_entropy(logits, y, reduction="sum"))
+        correct += int((logits.argmax(1) == y).sum())
+        total += len(y)
+    return {"top1": 100.0 * correct / max(total, 1), "loss": loss_sum / max(total, 1)}
+
+
+def _atomic_save(state: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    torch.save(state, tmp)
+    tmp.replace(path)

@@ -1,0 +1,102 @@
+"""The live view of a search (rich): trials done and failed, budget spent and left, the best trade-offs.
+
+On a terminal it is a live panel that redraws after every trial; elsewhere (CI logs, ``ray job`` output) the
+same panel is printed once at the end, and every trial is logged as one line in both cases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from nas.search.budget import BudgetTracker
+from nas.search.objectives import Objective
+from results.pareto import pareto_front
+
+__all__ = ["SearchProgress", "format_metric"]
+
+
+def format_metric(name: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    if name in ("macs", "params"):
+        return f"{value / 1e9:.2f}G" if name == "macs" else f"{value / 1e6:.2f}M"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
+
+
+class SearchProgress:
+    """Collects finished trials and renders the search's state."""
+
+    def __init__(self, title: str, objectives: Sequence[Objective], console: Console | None = None) -> None:
+        self.title, self.objectives = title, tuple(objectives)
+        self.console = console or Console()
+        self.rows: list[dict[str, Any]] = []  # number, arch, state, values, seconds
+        self.tracker: BudgetTracker | None = None
+        self._live: Live | None = None
+
+    def __enter__(self) -> SearchProgress:
+        if self.console.is_terminal:
+            self._live = Live(self.render(), console=self.console, refresh_per_second=2, transient=False)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.update(self.render())
+            self._live.__exit__(*exc)
+        else:
+            self.console.print(self.render())
+
+    def log(self, message: str) -> None:
+        self.console.print(message, highlight=False, soft_wrap=True)
+        self._refresh()
+
+    def trial_done(self, row: dict[str, Any], tracker: BudgetTracker) -> None:
+        self.rows.append(row)
+        self.tracker = tracker
+        values = "  ".join(
+            f"{o.name} {format_metric(o.name, v)}"
+            for o, v in zip(self.objectives, row.get("values") or (), strict=False)
+        )
+        mark = "ok" if row["state"] == "COMPLETE" else row["state"].lower()
+        reason = f"  ({row['fail_reason']})" if row.get("fail_reason") else ""
+        base = f" [{row['baseline']}]" if row.get("baseline") else ""
+        self.log(
+            f"trial {row['number']:>3} {mark:<8} {row['arch']}{base}  {values}  "
+            f"{row['seconds']:.1f} s{reason}"
+            f"  | {tracker.summary()}"
+        )
+
+    def _refresh(self) -> None:
+        if self._live is not None:
+            self._live.update(self.render())
+
+    def render(self) -> Group:
+        done = [r for r in self.rows if r["state"] == "COMPLETE"]
+        failed = len(self.rows) - len(done)
+        head = Text(f"{self.title}: {len(done)} trials done, {failed} failed")
+        if self.tracker is not None:
+            head.append(f"; {self.tracker.summary()}")
+        table = Table(title="best trade-offs so far (Pareto front)", title_justify="left")
+        table.add_column("trial", justify="right")
+        table.add_column("arch")
+        for o in self.objectives:
+            table.add_column(f"{o.name} ({o.direction[:3]})", justify="right")
+        if done:
+            front = pareto_front([r["values"] for r in done], [o.direction for o in self.objectives])
+            best = sorted((done[i] for i in front), key=lambda r: r["values"][0])[:8]
+            for r in best:
+                name = r["arch"] + (f" [{r['baseline']}]" if r.get("baseline") else "")
+                table.add_row(
+                    str(r["number"]),
+                    name,
+                    *(format_metric(o.name, v) for o, v in zip(self.objectives, r["values"], strict=True)),
+                )
+        return Group(head, table)

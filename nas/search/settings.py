@@ -1,0 +1,165 @@
+"""Everything a search is run with, validated in one place: CLI flags, a YAML/TOML config file, or Python.
+
+:class:`SearchSettings` is what both drivers take and what ``manifest.json`` records. A config file holds the
+same keys as the CLI's long options (``budget``, ``space``, ``evaluator``, ``objectives``, ...; dashes or
+underscores); flags given on the command line override it. Every bad value is a ``ValueError`` of one
+sentence, raised before a study is opened or created, so bad input never touches a study.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from nas.search.budget import Budget
+from nas.search.objectives import Objective, parse_objectives
+
+__all__ = ["BACKENDS", "EVALUATORS", "SAMPLERS", "SearchSettings", "check_study_name", "load_config"]
+
+EVALUATORS = ("complexity", "proxy", "oneshot")
+BACKENDS = ("optuna", "ray")
+SAMPLERS = ("nsga2", "tpe", "gp", "random")
+_STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
+def check_study_name(name: str) -> None:
+    """ValueError in one sentence unless ``name`` is a safe folder name (no path characters)."""
+    if not _STUDY_NAME.fullmatch(name):
+        raise ValueError(
+            f"study: {name!r} is not a valid name; use letters, digits, '_', '-' and '.', "
+            "starting with a letter or digit (it names a folder under runs/)"
+        )
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """One search. Defaults are the embedded demo: a few CPU minutes of proxy training on Fashion-MNIST."""
+
+    space: str = "coatnet"
+    budget: str = "5min"
+    evaluator: str = "proxy"
+    dataset: str = "fashion-mnist"
+    data_dir: str | None = None
+    profile: str = "cpu"
+    objectives: tuple[str, ...] = ("top1:max", "macs:min")
+    sampler: str | None = None  # None: nsga2 for 2+ objectives, tpe for one
+    study: str | None = None  # None: "<space>-<evaluator>"
+    storage: str | None = None  # None: sqlite:///runs/<study>/study.db
+    backend: str = "optuna"
+    seed: int = 0
+    workers: int = 1
+    baselines: bool = True
+    resume: bool = False
+    runs_dir: str = "runs"
+    macs_img_size: int | None = None  # MACs / params objectives at this size; None: the space's target (224)
+    address: str | None = None  # Ray: "auto", "ray://host:10001", or None for a local Ray
+    gpus_per_trial: float | None = None  # None: 1 when CUDA is present, else 0
+    cpus_per_trial: float = 1.0
+    concurrency: int = 1
+    trial_timeout: float | None = None  # seconds; a trial running longer fails
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        from search_spaces import get_space
+
+        space = get_space(self.space)  # ValueError names the known spaces
+        space.profile(self.profile)
+        if self.evaluator not in EVALUATORS:
+            raise ValueError(f"evaluator: unknown {self.evaluator!r}; allowed: {', '.join(EVALUATORS)}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend: unknown {self.backend!r}; allowed: {', '.join(BACKENDS)}")
+        if self.sampler is not None and self.sampler not in SAMPLERS:
+            raise ValueError(f"sampler: unknown {self.sampler!r}; allowed: {', '.join(SAMPLERS)}")
+        Budget.parse(self.budget)
+        objectives = self.parsed_objectives
+        if self.evaluator == "complexity" and any(o.name in ("top1", "loss") for o in objectives):
+            raise ValueError(
+                "objectives: the complexity evaluator trains nothing, so it has no top1 or loss; use "
+                "--objectives macs,params or --evaluator proxy"
+            )
+        check_study_name(self.study_name)
+        for name in ("workers", "concurrency"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: must be at least 1, got {getattr(self, name)}")
+        if self.cpus_per_trial <= 0 or (self.gpus_per_trial is not None and self.gpus_per_trial < 0):
+            raise ValueError("cpus-per-trial must be > 0 and gpus-per-trial >= 0")
+        if self.trial_timeout is not None and self.trial_timeout <= 0:
+            raise ValueError(f"trial-timeout: must be a positive number of seconds, got {self.trial_timeout}")
+        if self.address is not None and self.backend != "ray":
+            raise ValueError("address: --address joins a Ray cluster, so it needs --backend ray")
+        if self.backend == "ray" and self.workers != 1:
+            raise ValueError("workers: with --backend ray, parallelism is --concurrency (trials at once)")
+
+    # -------------------------------------------------------------------------------------- derived
+
+    @property
+    def study_name(self) -> str:
+        return self.study or f"{self.space}-{self.evaluator}"
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.runs_dir) / self.study_name
+
+    @property
+    def parsed_objectives(self) -> tuple[Objective, ...]:
+        return parse_objectives(self.objectives)
+
+    @property
+    def parsed_budget(self) -> Budget:
+        return Budget.parse(self.budget)
+
+    @property
+    def sampler_name(self) -> str:
+        return self.sampler or ("nsga2" if len(self.objectives) > 1 else "tpe")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out.pop("extra")
+        out["objectives"] = [str(o) for o in self.parsed_objectives]
+        out["study"], out["sampler"] = self.study_name, self.sampler_name
+        return out
+
+    @classmethod
+    def from_sources(cls, config: str | Path | None = None, **overrides: Any) -> SearchSettings:
+        """Settings from a config file (if any) with ``overrides`` (the flags the user gave) on top."""
+        values = load_config(config) if config is not None else {}
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        if isinstance(values.get("objectives"), str):
+            values["objectives"] = tuple(p.strip() for p in values["objectives"].split(",") if p.strip())
+        elif "objectives" in values:
+            values["objectives"] = tuple(values["objectives"])
+        return cls(**values)
+
+
+def load_config(path: str | Path) -> dict[str, Any]:
+    """The keys of a YAML (``.yaml``, ``.yml``) or TOML (``.toml``) search config; dashes read as ``_``."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"config: no such file {path}")
+    text = path.read_text()
+    try:
+        if path.suffix == ".toml":
+            data = tomllib.loads(text)
+        elif path.suffix in (".yaml", ".yml"):
+            data = yaml.safe_load(text) or {}
+        else:
+            raise ValueError(f"config: {path} must end in .yaml, .yml or .toml")
+    except (tomllib.TOMLDecodeError, yaml.YAMLError) as err:
+        raise ValueError(f"config: {path} is not valid {path.suffix[1:].upper()}: {err}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"config: {path} must hold a mapping of settings, got {type(data).__name__}")
+    data = data.get("search", data)  # a [search] table / search: section, or the keys at the top
+    known = {f.name for f in dataclasses.fields(SearchSettings)} - {"extra"}
+    out = {str(k).replace("-", "_"): v for k, v in data.items()}
+    unknown = sorted(set(out) - known)
+    if unknown:
+        raise ValueError(
+            f"config: unknown setting(s) {', '.join(unknown)} in {path}; allowed: {', '.join(sorted(known))}"
+        )
+    return out

@@ -1,0 +1,142 @@
+"""Taking found architectures away: ``nas export STUDY (--trial N | --pareto)``.
+
+For each chosen trial it writes ``<out>/trial_<N>/``:
+
+- ``arch.json``: the architecture as searched (``nas.create_model("arch.json", num_classes=...)`` builds it
+  at any size; ``nas train arch.json`` trains it);
+- ``model.pt``, when the search kept the weights it evaluated (``runs/<study>/weights/``; a search keeps
+  those of its Pareto front): a model file of the network that was scored (the proxy-scaled network the
+  proxy trained, or the one-shot supernet's extracted path), which ``nas.create_model("model.pt")`` and
+  ``timm.create_model("nas_arch", ..., checkpoint_path="model.pt")`` reload;
+- ``model.torchscript.pt`` (``torch.jit.trace``) or ``model.pt2`` (``torch.export``) of that network, for
+  use without this package;
+- ``trial.json``: the trial's row of the trials table (objectives, params, MACs, cost).
+
+:func:`prune_weights` deletes the kept weights of trials that a completed trial dominates: a dominated trial
+never returns to the front, so only the front's networks stay on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from nas.search.objectives import parse_objectives
+from results.pareto import pareto_front
+from results.report import load_run
+
+__all__ = ["FORMATS", "export_trials", "front_numbers", "prune_weights"]
+
+FORMATS = ("torchscript", "export", "none")
+
+
+def _points(frame: pd.DataFrame, names: Sequence[str]) -> dict[int, list[float]]:
+    out = {}
+    for _, row in frame[frame["state"] == "COMPLETE"].iterrows():
+        values = [pd.to_numeric(row.get(n), errors="coerce") for n in names]
+        if all(v is not None and math.isfinite(v) for v in values):
+            out[int(row["number"])] = [float(v) for v in values]
+    return out
+
+
+def front_numbers(frame: pd.DataFrame, objectives: Sequence[str]) -> list[int]:
+    """Trial numbers on the Pareto front of the declared objectives (``name:direction`` specs)."""
+    parsed = parse_objectives(list(objectives))
+    points = _points(frame, [o.name for o in parsed])
+    numbers = sorted(points)
+    front = pareto_front([points[n] for n in numbers], [o.direction for o in parsed])
+    return [numbers[i] for i in front]
+
+
+def prune_weights(run_dir: str | Path, frame: pd.DataFrame, objectives: Sequence[str]) -> int:
+    """Delete kept weights of completed trials off the front; returns how many files went. Files of
+    trials not in ``frame`` (another worker's running trial) are left alone."""
+    weights = Path(run_dir) / "weights"
+    if not weights.is_dir() or "weights" not in frame:
+        return 0
+    keep = set(front_numbers(frame, objectives))
+    done = frame[frame["state"] == "COMPLETE"]
+    keep_files = {str(w) for n, w in zip(done["number"], done["weights"], strict=True) if int(n) in keep}
+    removed = 0
+    for number, name in zip(done["number"], done["weights"], strict=True):
+        if isinstance(name, str) and name and int(number) not in keep and name not in keep_files:
+            path = weights / name
+            if path.exists():
+                path.unlink()
+                removed += 1
+    return removed
+
+
+def export_trials(
+    run_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    trials: Sequence[int] | None = None,
+    fmt: str = "torchscript",
+) -> list[Path]:
+    """Export the given trial numbers (None: the Pareto front) of the study in ``run_dir``."""
+    if fmt not in FORMATS:
+        raise ValueError(f"format: unknown {fmt!r}; allowed: {', '.join(FORMATS)}")
+    run_dir, out_dir = Path(run_dir), Path(out_dir)
+    frame, manifest = load_run(run_dir)
+    numbers = list(trials) if trials is not None else front_numbers(frame, manifest["settings"]["objectives"])
+    by_number = {int(n): row for n, (_, row) in zip(frame["number"], frame.iterrows(), strict=True)}
+    written = []
+    for number in numbers:
+        row = by_number.get(int(number))
+        if row is None:
+            raise ValueError(f"trial: study {manifest.get('study')!r} has no trial {number}")
+        if row["state"] != "COMPLETE":
+            reason = row.get("fail_reason") or row["state"]
+            raise ValueError(f"trial: trial {number} did not complete ({reason}); nothing to export")
+        written.append(_export_one(run_dir, out_dir / f"trial_{int(number)}", row, fmt))
+    return written
+
+
+def _export_one(run_dir: Path, target: Path, row: pd.Series, fmt: str) -> Path:
+    from nas.arch import Arch
+
+    target.mkdir(parents=True, exist_ok=True)
+    arch = Arch.from_json(str(row["arch_json"]))
+    (target / "arch.json").write_text(arch.to_json(indent=1) + "\n")
+    record = {k: _jsonable(v) for k, v in row.items() if k != "arch_json"}
+    (target / "trial.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
+    name = row.get("weights")
+    source = run_dir / "weights" / str(name) if isinstance(name, str) and name else None
+    if source is None or not source.exists():
+        return target  # the architecture only: weights were not kept (off the front, or no training)
+    shutil.copyfile(source, target / "model.pt")
+    if fmt != "none":
+        _compile(target / "model.pt", target, fmt)
+    return target
+
+
+def _compile(model_file: Path, target: Path, fmt: str) -> None:
+    import torch
+
+    from nas.create import create_model
+
+    model = create_model(model_file).eval()
+    height, width = model.img_size
+    example = torch.randn(1, model.in_chans, height, width)
+    if fmt == "torchscript":
+        with torch.no_grad():
+            traced = torch.jit.trace(model, example, check_trace=False)
+        traced.save(str(target / "model.torchscript.pt"))
+    else:
+        program = torch.export.export(model, (example,))
+        torch.export.save(program, str(target / "model.pt2"))
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if hasattr(value, "item"):
+        return value.item()
+    return value

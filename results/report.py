@@ -1,0 +1,436 @@
+"""The report of a study: ``report.html`` (self-contained, opens offline), ``pareto.png`` and ``pareto.csv``.
+
+``write_report(run_dir)`` reads what a search left in ``runs/<study>/`` (``trials.parquet`` or ``trials.csv``
+and ``manifest.json``) and writes, beside them:
+
+- ``report.html``: interactive plotly figures with plotly.js embedded (no network needed): the declared
+  objectives against MACs and against params with the Pareto front highlighted, the space's baselines
+  labelled and each point's arch key on hover; the hypervolume after each trial and against the budget
+  spent; the front as a table with each stage's choice; for each baseline, the found architectures that
+  dominate it and by how much; the failed trials with their reasons; the manifest;
+- ``pareto.png`` (matplotlib) and ``pareto.csv`` (the front's rows of the trials table).
+
+Hypervolume needs a reference point that stays fixed across the sessions of a study, so that values compare.
+:func:`reference_point` fixes it at the first report: ``top1`` 0 %; every other objective twice the worst
+value among the space's baselines that the study ran (they run first unless ``--no-baselines``), or 1.1 x the
+worst value of any completed trial when it ran none. It is stored in the manifest
+(``report.reference_point``) and read back by every later report, whatever the trials found since.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from nas.search.objectives import Objective, parse_objectives
+from results.pareto import dominates, hypervolume_history, pareto_front
+
+__all__ = ["load_run", "reference_point", "write_report"]
+
+COST_AXES = ("macs", "params")  # the x axes of the scatter plots, when the table has them
+
+
+def load_run(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """(trials table, manifest) of a run directory; ValueError in one sentence if it holds no study."""
+    run_dir = Path(run_dir)
+    manifest_path = run_dir / "manifest.json"
+    if not manifest_path.exists():
+        raise ValueError(f"study: no manifest.json in {run_dir}; is it a run directory of `nas search`?")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"study: {manifest_path} is not valid JSON ({err.msg})") from None
+    if (run_dir / "trials.parquet").exists():
+        frame = pd.read_parquet(run_dir / "trials.parquet")
+    elif (run_dir / "trials.csv").exists():
+        frame = pd.read_csv(run_dir / "trials.csv", keep_default_na=False, na_values=[""])
+    else:
+        raise ValueError(f"study: no trials table in {run_dir}")
+    return frame, manifest
+
+
+def _objectives(manifest: dict[str, Any]) -> tuple[Objective, ...]:
+    return parse_objectives(list(manifest["settings"]["objectives"]))
+
+
+def reference_point(
+    objectives: Sequence[Objective], manifest: dict[str, Any], frame: pd.DataFrame
+) -> dict[str, float]:
+    """The hypervolume reference of the study (see the module docstring): the manifest's if it has one."""
+    stored = (manifest.get("report") or {}).get("reference_point") or {}
+    done = frame[frame["state"] == "COMPLETE"]
+    baselines = done[done["baseline"].fillna("").astype(str) != ""]
+    out: dict[str, float] = {}
+    for o in objectives:
+        if o.name in stored:
+            out[o.name] = float(stored[o.name])
+            continue
+        if o.name == "top1":
+            out[o.name] = 0.0
+            continue
+        pool, scale = (baselines, 2.0) if len(baselines) else (done, 1.1)
+        values = pd.to_numeric(pool.get(o.name), errors="coerce").dropna()
+        values = [float(v) for v in values if math.isfinite(v)]
+        if not values:
+            out[o.name] = 0.0
+        elif o.direction == "minimize":
+            out[o.name] = max(values) * scale
+        else:
+            worst = min(values)
+            out[o.name] = worst - (scale - 1.0) * abs(worst)
+    return out
+
+
+# --- analysis ----------------------------------------------------------------------------------------------
+
+
+def _points(frame: pd.DataFrame, objectives: Sequence[Objective]) -> list[list[float] | None]:
+    """Each row's objective values, None for a trial that did not complete (or has a non-finite value)."""
+    out: list[list[float] | None] = []
+    for _, row in frame.iterrows():
+        values = [pd.to_numeric(row.get(o.name), errors="coerce") for o in objectives]
+        ok = row["state"] == "COMPLETE" and all(v is not None and math.isfinite(v) for v in values)
+        out.append([float(v) for v in values] if ok else None)
+    return out
+
+
+def analyse(frame: pd.DataFrame, manifest: dict[str, Any]) -> dict[str, Any]:
+    """Front, hypervolume history (per trial and per budget spent) and baseline domination of a study."""
+    objectives = _objectives(manifest)
+    directions = [o.direction for o in objectives]
+    frame = frame.sort_values("number", kind="stable").reset_index(drop=True)
+    points = _points(frame, objectives)
+    done = [i for i, p in enumerate(points) if p is not None]
+    front = [done[i] for i in pareto_front([points[i] for i in done], directions)]
+    reference = reference_point(objectives, manifest, frame)
+    ref = [reference[o.name] for o in objectives]
+    history = hypervolume_history(points, directions, ref)
+    spent = pd.to_numeric(frame.get("charge"), errors="coerce").fillna(0.0).cumsum().tolist()
+    baselines = []
+    is_baseline = frame["baseline"].fillna("").astype(str) != ""
+    for i in done:
+        if not is_baseline[i]:
+            continue
+        beaters = [j for j in done if not is_baseline[j] and dominates(points[j], points[i], directions)]
+        margins = [
+            {
+                "number": int(frame.loc[j, "number"]),
+                "arch": frame.loc[j, "arch"],
+                **{o.name: _margin(o, points[j][k], points[i][k]) for k, o in enumerate(objectives)},
+            }
+            for j in beaters
+        ]
+        baselines.append(
+            {
+                "baseline": frame.loc[i, "baseline"],
+                "number": int(frame.loc[i, "number"]),
+                "values": dict(zip([o.name for o in objectives], points[i], strict=True)),
+                "dominated_by": margins,
+            }
+        )
+    return {
+        "objectives": objectives,
+        "frame": frame,
+        "points": points,
+        "front": front,
+        "reference": reference,
+        "hypervolume": history,
+        "spent": spent,
+        "baselines": baselines,
+    }
+
+
+def _margin(objective: Objective, found: float, baseline: float) -> str:
+    """How much better ``found`` is: points for top-1, a relative change for costs."""
+    if objective.name == "top1":
+        return f"{found - baseline:+.2f} pt"
+    if baseline:
+        return f"{100 * (found - baseline) / abs(baseline):+.1f}%"
+    return f"{found - baseline:+.4g}"
+
+
+# --- output ------------------------------------------------------------------------------------------------
+
+
+def _axes(analysis: dict[str, Any]) -> list[tuple[str, str]]:
+    """(x, y) pairs to plot: y is the first maximized objective (else the first), x each cost column."""
+    objectives = analysis["objectives"]
+    frame = analysis["frame"]
+    y = next((o.name for o in objectives if o.direction == "maximize"), objectives[0].name)
+    xs = [c for c in COST_AXES if c in frame and c != y]
+    xs += [o.name for o in objectives if o.name not in xs and o.name != y]
+    return [(x, y) for x in xs]
+
+
+def _label(name: str) -> str:
+    return {"top1": "top-1 (%)", "macs": "MACs", "params": "params", "latency_ms": "latency (ms)"}.get(
+        name, name
+    )
+
+
+def _scatter_figure(analysis: dict[str, Any], x: str, y: str) -> Any:
+    import plotly.graph_objects as go
+
+    frame, points, front = analysis["frame"], analysis["points"], set(analysis["front"])
+    done = [i for i, p in enumerate(points) if p is not None]
+    base = frame["baseline"].fillna("").astype(str)
+    fig = go.Figure()
+
+    def trace(rows: list[int], name: str, **style: Any) -> None:
+        sub = frame.loc[rows]
+        fig.add_trace(
+            go.Scatter(
+                x=pd.to_numeric(sub[x], errors="coerce"),
+                y=pd.to_numeric(sub[y], errors="coerce"),
+                name=name,
+                customdata=list(zip(sub["number"], sub["arch"], base[rows], strict=True)),
+                hovertemplate="trial %{customdata[0]} %{customdata[2]}<br>%{customdata[1]}<br>"
+                + f"{x} %{{x:.4g}}<br>{y} %{{y:.4g}}<extra></extra>",
+                **style,
+            )
+        )
+
+    others = [i for i in done if i not in front and not base[i]]
+    trace(others, "trials", mode="markers", marker={"color": "#9aa5b1", "size": 7})
+    baselines = [i for i in done if base[i]]
+    trace(
+        baselines,
+        "baselines",
+        mode="markers+text",
+        text=list(base[baselines]),
+        textposition="top center",
+        textfont={"size": 10},
+        marker={"symbol": "star", "size": 15, "color": "#1f77b4", "line": {"width": 1, "color": "black"}},
+    )
+    # drawn last: a baseline that is on the front shows the front's red inside its star
+    ordered = sorted(front, key=lambda i: float(pd.to_numeric(frame.loc[i, x], errors="coerce")))
+    trace(ordered, "Pareto front", mode="lines+markers", marker={"color": "#d62728", "size": 8})
+    log_x = x in ("macs", "params")
+    fig.update_layout(
+        title=f"{_label(y)} vs {_label(x)}",
+        xaxis={"title": _label(x), "type": "log" if log_x else "linear"},
+        yaxis={"title": _label(y)},
+        height=480,
+        margin={"l": 60, "r": 20, "t": 50, "b": 50},
+    )
+    return fig
+
+
+def _hypervolume_figure(analysis: dict[str, Any]) -> Any:
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    frame = analysis["frame"]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("over trials", "over budget spent"))
+    numbers = list(frame["number"])
+    fig.add_trace(
+        go.Scatter(x=numbers, y=analysis["hypervolume"], mode="lines+markers", name="per trial"), 1, 1
+    )
+    hours = [s / 3600 for s in analysis["spent"]]
+    fig.add_trace(go.Scatter(x=hours, y=analysis["hypervolume"], mode="lines", name="per device-hour"), 1, 2)
+    fig.update_xaxes(title_text="trial number", row=1, col=1)
+    fig.update_xaxes(title_text="device-hours spent", row=1, col=2)
+    fig.update_yaxes(title_text="hypervolume", row=1, col=1)
+    ref = ", ".join(f"{k} {v:.4g}" for k, v in analysis["reference"].items())
+    fig.update_layout(title=f"Hypervolume (reference point: {ref})", height=380, showlegend=False)
+    return fig
+
+
+def _stage_columns(arch_key: str) -> dict[str, str]:
+    """The arch key split into its stem, stages and head (one column each)."""
+    parts = str(arch_key).split("|")
+    out = {"stem": parts[0] if parts else ""}
+    for i, part in enumerate(parts[1:-1], start=1):
+        out[f"stage {i}"] = part
+    if len(parts) > 1:
+        out["head"] = parts[-1]
+    return out
+
+
+def front_table(analysis: dict[str, Any]) -> pd.DataFrame:
+    """The front's rows: number, baseline, objectives, params, MACs, and per-stage choices."""
+    frame = analysis["frame"]
+    names = [o.name for o in analysis["objectives"]]
+    cols = ["number", "baseline", *names, *[c for c in COST_AXES if c in frame and c not in names]]
+    rows = []
+    for i in sorted(analysis["front"], key=lambda i: int(frame.loc[i, "number"])):
+        row = {c: frame.loc[i, c] for c in cols}
+        row.update(_stage_columns(frame.loc[i, "arch"]))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _html_table(frame: pd.DataFrame) -> str:
+    def cell(value: Any) -> str:
+        if isinstance(value, float):
+            return "" if math.isnan(value) else f"{value:.4g}"
+        return html.escape(str(value if value is not None else ""))
+
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>"
+        for row in frame.itertuples(index=False)
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _baseline_table(analysis: dict[str, Any]) -> pd.DataFrame:
+    names = [o.name for o in analysis["objectives"]]
+    rows = []
+    for b in analysis["baselines"]:
+        best = b["dominated_by"][:5]
+        rows.append(
+            {
+                "baseline": b["baseline"],
+                "trial": b["number"],
+                **{n: b["values"][n] for n in names},
+                "dominated by": len(b["dominated_by"]),
+                "dominating trials (margins)": "; ".join(
+                    f"#{m['number']} " + ", ".join(f"{n} {m[n]}" for n in names) for m in best
+                )
+                + (" ..." if len(b["dominated_by"]) > 5 else ""),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 24px; color: #222; max-width: 1200px; }
+table { border-collapse: collapse; font-size: 13px; margin: 8px 0 24px; }
+th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; }
+th { background: #f0f0f0; }
+pre { background: #f7f7f7; padding: 12px; font-size: 12px; overflow-x: auto; }
+.summary td:first-child { font-weight: 600; }
+"""
+
+
+def write_report(run_dir: str | Path) -> Path:
+    """Write ``report.html``, ``pareto.png`` and ``pareto.csv`` into ``run_dir``; returns the HTML's path."""
+    run_dir = Path(run_dir)
+    frame, manifest = load_run(run_dir)
+    analysis = analyse(frame, manifest)
+    _store_reference(run_dir, manifest, analysis["reference"])
+
+    front = front_table(analysis)
+    front_rows = analysis["frame"].loc[sorted(analysis["front"])]
+    _atomic_write(run_dir / "pareto.csv", front_rows.to_csv(index=False))
+    _write_png(analysis, run_dir / "pareto.png")
+
+    figures = [_scatter_figure(analysis, x, y) for x, y in _axes(analysis)] + [_hypervolume_figure(analysis)]
+    plots = [
+        fig.to_html(full_html=False, include_plotlyjs=(i == 0), config={"displaylogo": False})
+        for i, fig in enumerate(figures)
+    ]
+    states = analysis["frame"]["state"].value_counts().to_dict()
+    failed = analysis["frame"][analysis["frame"]["state"] == "FAIL"][["number", "arch", "fail_reason"]]
+    budget = manifest.get("budget") or {}
+    summary = pd.DataFrame(
+        [
+            ("study", manifest.get("study")),
+            ("space", manifest.get("space")),
+            ("evaluator", (manifest.get("evaluator") or {}).get("name")),
+            ("objectives", ", ".join(str(o) for o in analysis["objectives"])),
+            ("budget", budget.get("given")),
+            ("budget spent", _budget_spent(budget)),
+            ("trials", ", ".join(f"{k} {v}" for k, v in states.items())),
+            ("front size", len(analysis["front"])),
+            ("final hypervolume", f"{analysis['hypervolume'][-1]:.6g}" if analysis["hypervolume"] else "-"),
+        ],
+        columns=["", "value"],
+    )
+    title = f"NAS report: {manifest.get('study')}"
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
+        f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>",
+        f"<div class='summary'>{_html_table(summary)}</div>",
+        "<h2>Pareto front</h2>",
+        *plots[:-1],
+        "<h2>Hypervolume</h2>",
+        plots[-1],
+        "<h2>Architectures on the front</h2>",
+        _html_table(front) if len(front) else "<p>No completed trial yet.</p>",
+        "<h2>Baselines and the architectures that dominate them</h2>",
+        _html_table(_baseline_table(analysis)) if analysis["baselines"] else "<p>No baseline was run.</p>",
+        "<h2>Failed trials</h2>",
+        _html_table(failed) if len(failed) else "<p>None.</p>",
+        "<h2>Manifest</h2>",
+        f"<pre>{html.escape(json.dumps(_read_manifest(run_dir), indent=1))}</pre>",
+        "</body></html>",
+    ]
+    path = run_dir / "report.html"
+    _atomic_write(path, "\n".join(parts))
+    return path
+
+
+def _budget_spent(budget: dict[str, Any]) -> str:
+    """The budget tracker's own summary line, rebuilt from the manifest's stored state."""
+    from nas.search.budget import BudgetTracker
+
+    try:
+        return BudgetTracker.from_dict(budget["spent"]).summary()
+    except (KeyError, TypeError, ValueError):
+        return "-"
+
+
+def _read_manifest(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "manifest.json").read_text())
+
+
+def _store_reference(run_dir: Path, manifest: dict[str, Any], reference: dict[str, float]) -> None:
+    report = manifest.setdefault("report", {})
+    if report.get("reference_point") == reference:
+        return
+    report["reference_point"] = reference
+    report["reference_rule"] = (
+        "fixed at the first report: top1 0; other objectives 2 x the worst baseline the study ran "
+        "(1.1 x the worst completed trial if it ran none)"
+    )
+    _atomic_write(run_dir / "manifest.json", json.dumps(manifest, indent=1) + "\n")
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def _write_png(analysis: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    frame, points, front = analysis["frame"], analysis["points"], analysis["front"]
+    axes_pairs = _axes(analysis)
+    fig, axes = plt.subplots(1, len(axes_pairs), figsize=(5.5 * len(axes_pairs), 4.2), squeeze=False)
+    base = frame["baseline"].fillna("").astype(str)
+    done = [i for i, p in enumerate(points) if p is not None]
+    for ax, (x, y) in zip(axes.flat, axes_pairs, strict=True):
+        xs = pd.to_numeric(frame[x], errors="coerce")
+        ys = pd.to_numeric(frame[y], errors="coerce")
+        ax.scatter(xs[done], ys[done], s=14, color="#9aa5b1", label="trials")
+        marked = [i for i in done if base[i]]
+        ax.scatter(
+            xs[marked], ys[marked], marker="*", s=150, color="#1f77b4", edgecolor="k", label="baselines"
+        )
+        ordered = sorted(front, key=lambda i: xs[i])
+        ax.plot(xs[ordered], ys[ordered], "o-", color="#d62728", ms=4, label="Pareto front", zorder=3)
+        for i in marked:
+            ax.annotate(base[i], (xs[i], ys[i]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        if x in ("macs", "params"):
+            ax.set_xscale("log")
+        ax.set_xlabel(_label(x))
+        ax.set_ylabel(_label(y))
+        ax.grid(alpha=0.3)
+    axes.flat[0].legend(fontsize=8)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(path)

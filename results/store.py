@@ -1,0 +1,115 @@
+"""The trials table: one row per trial of a study, whichever driver ran it, as a pandas DataFrame.
+
+Columns: ``number``, ``state`` (COMPLETE / FAIL / RUNNING / PRUNED / WAITING), ``arch`` (key), ``arch_json``,
+``baseline`` (the hand-designed network's name, or empty), one column per objective, every other metric the
+evaluator reported (``params``, ``macs``, ``top1``, ``train_seconds``, ...), ``cost_seconds``, ``devices``,
+``device``, ``charge`` (device-seconds), ``start`` / ``end`` (UTC) and ``fail_reason``. Drivers record each
+trial's metrics and cost as trial user attributes (``metrics``, ``cost``, ``arch``, ``arch_json``,
+``baseline``, ``fail_reason``), so the table is rebuilt from the study storage alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["COLUMNS", "frame_from_rows", "save_trials", "trial_row", "trials_frame"]
+
+COLUMNS = [
+    "number",
+    "state",
+    "arch",
+    "baseline",
+    "cost_seconds",
+    "devices",
+    "device",
+    "charge",
+    "start",
+    "end",
+    "fail_reason",
+    "arch_json",
+]
+
+
+def trial_row(
+    number: int,
+    state: str,
+    attrs: dict[str, Any],
+    objective_values: dict[str, float] | None = None,
+    start: Any = None,
+    end: Any = None,
+) -> dict[str, Any]:
+    """One row from a trial's recorded attributes (the same for Optuna trials and Ray results)."""
+    cost = attrs.get("cost") or {}
+    row: dict[str, Any] = {
+        "number": number,
+        "state": state,
+        "arch": attrs.get("arch", ""),
+        "baseline": attrs.get("baseline", ""),
+        "cost_seconds": cost.get("seconds"),
+        "devices": cost.get("devices"),
+        "device": cost.get("device"),
+        "charge": None if not cost else cost["seconds"] * cost.get("devices", 1),
+        "start": start,
+        "end": end,
+        "fail_reason": attrs.get("fail_reason", ""),
+        "arch_json": attrs.get("arch_json", ""),
+    }
+    for name, value in (attrs.get("metrics") or {}).items():
+        if isinstance(value, (int, float, str, bool)) or value is None:
+            row.setdefault(name, value)
+    for name, value in (objective_values or {}).items():
+        row[name] = value
+    return row
+
+
+def frame_from_rows(rows: Sequence[dict[str, Any]], objectives: Sequence[str]) -> pd.DataFrame:
+    """A table with the fixed columns first, then the objectives, then the other metrics (sorted)."""
+    frame = pd.DataFrame(list(rows))
+    fixed = [c for c in COLUMNS if c != "arch_json"]
+    for column in [*fixed, *objectives, "arch_json"]:
+        if column not in frame:
+            frame[column] = None
+    rest = sorted(c for c in frame.columns if c not in {*COLUMNS, *objectives})
+    frame = frame[[*fixed, *objectives, *rest, "arch_json"]]
+    return frame.sort_values("number", kind="stable").reset_index(drop=True)
+
+
+def trials_frame(study: Any, objectives: Sequence[str]) -> pd.DataFrame:
+    """The trials table of an Optuna study; ``objectives`` name its values in order."""
+    rows = []
+    for trial in study.get_trials(deepcopy=False):
+        if trial.state.name == "WAITING":  # enqueued (a baseline the budget has not reached yet), never run
+            continue
+        values = dict(zip(objectives, trial.values, strict=True)) if trial.values is not None else {}
+        rows.append(
+            trial_row(
+                trial.number,
+                trial.state.name,
+                trial.user_attrs,
+                values,
+                trial.datetime_start,
+                trial.datetime_complete,
+            )
+        )
+    return frame_from_rows(rows, objectives)
+
+
+def save_trials(frame: pd.DataFrame, run_dir: str | Path) -> list[Path]:
+    """Write ``trials.csv`` and ``trials.parquet`` into ``run_dir``, atomically (a kill keeps the old)."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, write in (
+        ("trials.csv", lambda p: frame.to_csv(p, index=False)),
+        ("trials.parquet", lambda p: frame.to_parquet(p, index=False)),
+    ):
+        target = run_dir / name
+        tmp = target.with_name(f".{name}.tmp")
+        write(tmp)
+        tmp.replace(target)
+        written.append(target)
+    return written

@@ -1,0 +1,167 @@
+"""`nas search` with the Optuna driver: settings, baselines first, resume, failures and the budget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from nas.cli import app
+from nas.search.run import run_search
+from nas.search.settings import SearchSettings
+from nas.search.trial import TrialRunner
+from search_spaces import get_space
+
+SASA_BASELINES = list(get_space("sasa").baselines())
+
+
+def _settings(tmp_path: Path, **changes: object) -> SearchSettings:
+    values: dict[str, object] = {
+        "space": "sasa",
+        "evaluator": "complexity",
+        "objectives": ("macs", "params"),
+        "budget": "6trials",
+        "macs_img_size": 32,  # MACs of small images: the search logic is under test, not fvcore
+        "runs_dir": str(tmp_path),
+        "study": "t",
+    }
+    values.update(changes)
+    return SearchSettings(**values)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"space": "nope"}, "unknown"),
+        ({"evaluator": "magic"}, "evaluator: unknown"),
+        ({"backend": "spark"}, "backend: unknown"),
+        ({"sampler": "cmaes"}, "sampler: unknown"),
+        ({"budget": "0trials"}, "budget"),
+        ({"budget": "soon"}, "budget"),
+        ({"objectives": ("top1", "macs")}, "complexity evaluator trains nothing"),
+        ({"objectives": ("accuracy",)}, "unknown metric"),
+        ({"study": "../escape"}, "not a valid name"),
+        ({"workers": 0}, "at least 1"),
+        ({"address": "auto"}, "needs --backend ray"),
+        ({"profile": "tpu"}, "unknown proxy profile"),
+    ],
+)
+def test_bad_settings_are_one_sentence(tmp_path: Path, changes: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message) as err:
+        _settings(tmp_path, **changes)
+    assert "\n" not in str(err.value)
+
+
+def test_config_file_with_flags_on_top(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(
+        "space: sasa\nbudget: 3trials\nmacs-img-size: 32\nobjectives: macs,params\n"
+    )
+    (tmp_path / "b.toml").write_text('[search]\nspace = "sasa"\nbudget = "4trials"\nobjectives = ["macs"]\n')
+    a = SearchSettings.from_sources(tmp_path / "a.yaml", evaluator="complexity", budget="5trials")
+    assert (a.space, a.budget, a.macs_img_size, a.objectives) == ("sasa", "5trials", 32, ("macs", "params"))
+    b = SearchSettings.from_sources(tmp_path / "b.toml", evaluator="complexity")
+    assert (b.budget, b.objectives, b.sampler_name) == ("4trials", ("macs",), "tpe")
+    (tmp_path / "c.yaml").write_text("spaec: sasa\n")
+    with pytest.raises(ValueError, match="unknown setting"):
+        SearchSettings.from_sources(tmp_path / "c.yaml")
+
+
+def test_search_runs_baselines_first_and_writes_table_and_manifest(tmp_path: Path) -> None:
+    outcome = run_search(_settings(tmp_path, budget="11trials"))
+    table = outcome.trials
+    assert list(table["number"]) == list(range(11))
+    assert (table["state"] == "COMPLETE").all()
+    assert list(table["baseline"][:9]) == SASA_BASELINES and not any(table["baseline"][9:])
+    for column in (
+        "arch",
+        "arch_json",
+        "macs",
+        "params",
+        "cost_seconds",
+        "devices",
+        "device",
+        "charge",
+        "host",
+    ):
+        assert table[column].notna().all(), column
+    assert (tmp_path / "t" / "trials.parquet").exists() and (tmp_path / "t" / "study.db").exists()
+    again = pd.read_csv(tmp_path / "t" / "trials.csv")
+    assert list(again["arch"]) == list(table["arch"])
+    manifest = (tmp_path / "t" / "manifest.json").read_text()
+    assert '"torch"' in manifest and '"budget"' in manifest and '"optuna"' in manifest
+
+
+def test_resume_after_an_interruption_keeps_every_trial_and_the_numbering(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = run_search(_settings(tmp_path, budget="4trials"))
+    assert len(first.trials) == 4
+    with pytest.raises(ValueError, match="--resume"):
+        run_search(_settings(tmp_path, budget="8trials"))
+
+    real_run, calls = TrialRunner.run, []
+
+    def interrupted_at_second(self: TrialRunner, arch, report=None):
+        calls.append(arch.key)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_run(self, arch, report)
+
+    monkeypatch.setattr(TrialRunner, "run", interrupted_at_second)
+    second = run_search(_settings(tmp_path, budget="8trials", resume=True))
+    assert second.interrupted
+    assert list(second.trials["state"]) == ["COMPLETE"] * 5 + ["FAIL"]
+    assert "interrupted" in second.trials["fail_reason"].iloc[-1]
+    monkeypatch.setattr(TrialRunner, "run", real_run)
+
+    third = run_search(_settings(tmp_path, budget="8trials", resume=True))
+    table = third.trials
+    assert list(table["number"]) == list(range(8))  # no number used twice, none lost
+    assert list(table["arch"][:5]) == list(second.trials["arch"][:5])
+    assert (table["state"] == "COMPLETE").sum() == 7
+
+
+def test_a_failing_trial_is_recorded_and_the_search_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_run = TrialRunner.run
+
+    def flaky(self: TrialRunner, arch, report=None):
+        if "attn" in arch.key:
+            raise RuntimeError("CUDA out of memory (simulated)")
+        return real_run(self, arch, report)
+
+    monkeypatch.setattr(TrialRunner, "run", flaky)
+    table = run_search(_settings(tmp_path, budget="6trials")).trials
+    failed = table[table["state"] == "FAIL"]
+    assert len(table) == 6 and len(failed) >= 1
+    assert failed["fail_reason"].str.contains("out of memory").all()
+    assert failed["arch"].str.startswith("attn").all()
+
+
+def test_time_budget_stops_within_one_trial_of_its_limit(tmp_path: Path) -> None:
+    table = run_search(_settings(tmp_path, budget="6s", baselines=False)).trials
+    spent, largest = table["charge"].sum(), table["charge"].max()
+    assert len(table) >= 3
+    assert 6 - largest < spent <= 6 + largest
+
+
+def test_cli_search_bad_input_leaves_the_study_untouched(tmp_path: Path) -> None:
+    runner = CliRunner()
+    base = ["search", "--space", "sasa", "--evaluator", "complexity", "--objectives", "macs,params"]
+    base += ["--macs-img-size", "32", "--runs-dir", str(tmp_path), "--study", "cli"]
+    ok = runner.invoke(app, [*base, "--budget", "3trials"])
+    assert ok.exit_code == 0, ok.output
+    before = (tmp_path / "cli" / "trials.csv").read_bytes()
+    for extra in (
+        ["--budget", "3trials"],  # exists, no --resume
+        ["--budget", "3 lightyears", "--resume"],
+        ["--budget", "3trials", "--resume", "--sampler", "annealing"],
+        ["--budget", "3trials", "--resume", "--storage", "postgresql://nobody@127.0.0.1:1/none"],
+    ):
+        bad = runner.invoke(app, [*base, *extra])
+        assert bad.exit_code == 2, (extra, bad.output)
+        assert "error:" in bad.output and "Traceback" not in bad.output
+        assert (tmp_path / "cli" / "trials.csv").read_bytes() == before
