@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
             import ray
 
             start = time.perf_counter()
-            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
+            ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
             ray_start = time.perf_counter() - start
             try:
                 rows.append(per_trial(root, "ray", args.ray_small, args.ray_large, None))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pandas as pd
@@ -87,6 +88,8 @@ def test_search_runs_baselines_first_and_writes_table_and_manifest(tmp_path: Pat
     ):
         assert table[column].notna().all(), column
     assert (tmp_path / "t" / "trials.parquet").exists() and (tmp_path / "t" / "study.db").exists()
+    with sqlite3.connect(tmp_path / "t" / "study.db") as db:  # the write-ahead log: cheap, kill-safe commits
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     again = pd.read_csv(tmp_path / "t" / "trials.csv")
     assert list(again["arch"]) == list(table["arch"])
     manifest = (tmp_path / "t" / "manifest.json").read_text()

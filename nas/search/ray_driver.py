@@ -286,9 +286,11 @@ def run_ray(settings: SearchSettings, progress: SearchProgress | None = None) ->
     else:
         tuner = tune.Tuner(
             trainable,
+            # concurrency is the searcher's (Tune's own limit would ignore a generator); a worker process
+            # is reused by the next trial, so torch and the space are imported once per worker, not per trial
             tune_config=tune.TuneConfig(
-                search_alg=make_searcher(settings), num_samples=-1
-            ),  # concurrency is the searcher's: Tune's own limit would ignore a generator
+                search_alg=make_searcher(settings), num_samples=-1, reuse_actors=True
+            ),
             run_config=tune.RunConfig(
                 name=exp.name,
                 storage_path=str(exp.parent),
