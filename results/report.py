@@ -210,7 +210,13 @@ def _scatter_figure(analysis: dict[str, Any], x: str, y: str) -> Any:
     )
     # drawn last: a baseline that is on the front shows the front's red inside its star
     ordered = sorted(front, key=lambda i: float(pd.to_numeric(frame.loc[i, x], errors="coerce")))
-    trace(ordered, "Pareto front", mode="lines+markers", marker={"color": "#d62728", "size": 8})
+    line = _objective_plane(analysis, x, y)
+    trace(
+        ordered,
+        "Pareto front" if line else f"Pareto front ({_front_of(analysis)})",
+        mode="lines+markers" if line else "markers",
+        marker={"color": "#d62728", "size": 8},
+    )
     log_x = x in ("macs", "params")
     fig.update_layout(
         title=f"{_label(y)} vs {_label(x)}",
@@ -220,6 +226,15 @@ def _scatter_figure(analysis: dict[str, Any], x: str, y: str) -> Any:
         margin={"l": 60, "r": 20, "t": 50, "b": 50},
     )
     return fig
+
+
+def _objective_plane(analysis: dict[str, Any], x: str, y: str) -> bool:
+    """Whether the plot's axes are the study's two objectives: only there is the front a line."""
+    return {o.name for o in analysis["objectives"]} == {x, y}
+
+
+def _front_of(analysis: dict[str, Any]) -> str:
+    return "of " + ", ".join(o.name for o in analysis["objectives"])
 
 
 def _hypervolume_figure(analysis: dict[str, Any]) -> Any:
@@ -420,7 +435,9 @@ def _write_png(analysis: dict[str, Any], path: Path) -> None:
             xs[marked], ys[marked], marker="*", s=150, color="#1f77b4", edgecolor="k", label="baselines"
         )
         ordered = sorted(front, key=lambda i: xs[i])
-        ax.plot(xs[ordered], ys[ordered], "o-", color="#d62728", ms=4, label="Pareto front", zorder=3)
+        line = _objective_plane(analysis, x, y)
+        label = "Pareto front" if line else f"Pareto front ({_front_of(analysis)})"
+        ax.plot(xs[ordered], ys[ordered], "o-" if line else "o", color="#d62728", ms=4, label=label, zorder=3)
         for i in marked:
             ax.annotate(base[i], (xs[i], ys[i]), fontsize=7, xytext=(3, 3), textcoords="offset points")
         if x in ("macs", "params"):

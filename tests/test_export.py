@@ -13,6 +13,7 @@ import torch
 from typer.testing import CliRunner
 
 import nas.timm_models  # noqa: F401  (registers nas_arch with timm)
+from evaluators.complexity import count
 from evaluators.data import load_dataset, loaders
 from nas.arch import Arch
 from nas.cli import app
@@ -47,6 +48,14 @@ def test_search_keeps_only_the_fronts_weights(study: Path) -> None:
     front = set(front_numbers(table, ["top1:max", "macs:min"]))
     kept = {p.name for p in (study / "weights").iterdir()}
     assert kept == {table.set_index("number").loc[n, "weights"] for n in front}
+
+
+def test_params_and_macs_are_the_architectures_at_224_not_the_proxys(study: Path) -> None:
+    table = pd.read_csv(study / "trials.csv")
+    for _, row in table.iterrows():
+        full = count(Arch.from_json(row["arch_json"]), img_size=224, in_chans=3, num_classes=1000)
+        assert (row["params"], row["macs"]) == (full.params, full.macs)
+        assert row["scored_params"] < row["params"]  # the proxy-scaled network the evaluator trained
 
 
 def test_exported_model_is_the_scored_network(study: Path, tmp_path: Path) -> None:

@@ -140,5 +140,8 @@ class TrialRunner:
         }
         evaluator = self.evaluator()
         if evaluator is not None:
-            metrics.update(evaluator.evaluate(arch, report=report))
+            # the evaluator's own counts are of the network it scored (proxy-scaled): kept apart, so that
+            # params and macs stay the architecture's at the target resolution in every trial
+            scored = evaluator.evaluate(arch, report=report)
+            metrics.update({f"scored_{k}" if k in ("params", "macs") else k: v for k, v in scored.items()})
         return TrialResult(metrics, time.perf_counter() - start, self.devices_held(), self.device_kind)
