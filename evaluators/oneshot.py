@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from timm.optim import create_optimizer_v2
 from timm.scheduler import create_scheduler_v2
 
+from evaluators.amp import amp_dtype, autocast, grad_scaler
 from evaluators.complexity import pick_device
 from evaluators.data import DataSplit, loaders
 from evaluators.proxy import TrainingDiverged
@@ -121,9 +122,7 @@ class OneShotEvaluator:
                 in_chans=data.in_chans,
                 img_size=profile.img_size,
             ).to(self.device)
-        self.amp_dtype: torch.dtype | None = None
-        if self.device.type == "cuda":
-            self.amp_dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        self.amp_dtype = amp_dtype(self.device)
         self.trained = False
         self.info: dict[str, Any] = {}
 
@@ -140,9 +139,7 @@ class OneShotEvaluator:
         }
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
-        if self.amp_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=self.amp_dtype)
+        return autocast(self.device, self.amp_dtype)
 
     def _paths(self, rng: random.Random) -> list[Arch]:
         cfg = self.config
@@ -157,7 +154,7 @@ class OneShotEvaluator:
         ``train_loss``. ``report(epoch, metrics)`` is called after every epoch."""
         cfg, net = self.config, self.supernet
         optimizer = create_optimizer_v2(net, opt="adamw", lr=cfg.lr, weight_decay=cfg.weight_decay)
-        scaler = torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16 else None
+        scaler = grad_scaler(self.amp_dtype)
         rng = random.Random(self.seed)
         start_epoch, spent, images, steps_done, loss_value = 1, 0.0, 0, 0, math.nan
         data_state = None

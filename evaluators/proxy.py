@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from timm.optim import create_optimizer_v2
 from timm.scheduler import create_scheduler_v2
 
+from evaluators.amp import amp_dtype, autocast, grad_scaler
 from evaluators.complexity import pick_device
 from evaluators.data import DataSplit, loaders
 from nas.arch import Arch
@@ -154,16 +155,11 @@ class _Trainer:
         self.optimizer = create_optimizer_v2(
             model, opt=config.opt, lr=config.lr, weight_decay=config.weight_decay, **config.opt_kwargs
         )
-        self.amp_dtype: torch.dtype | None = None
-        if device.type == "cuda":
-            self.amp_dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        # bf16 has fp32's range, so only fp16 needs loss scaling.
-        self.scaler = torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16 else None
+        self.amp_dtype = amp_dtype(device)
+        self.scaler = grad_scaler(self.amp_dtype)
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
-        if self.amp_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=self.amp_dtype)
+        return autocast(self.device, self.amp_dtype)
 
     def run(self, train_batches: Iterable[Any], val_batches: Iterable[Any]) -> dict[str, Any]:
         steps = len(train_batches)  # type: ignore[arg-type]

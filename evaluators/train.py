@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from timm.optim import create_optimizer_v2
 from timm.scheduler import create_scheduler_v2
 
+from evaluators.amp import amp_dtype, autocast, grad_scaler
 from evaluators.complexity import pick_device
 from evaluators.data import DataSplit, loaders
 from evaluators.proxy import TrainingDiverged
@@ -117,10 +118,8 @@ def train_arch(
         step_on_epochs=False,
         updates_per_epoch=steps,
     )
-    amp = (
-        (torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16) if dev.type == "cuda" else None
-    )
-    scaler = torch.amp.GradScaler("cuda") if amp == torch.float16 else None
+    amp = amp_dtype(dev)
+    scaler = grad_scaler(amp)
     history: list[dict[str, float]] = []
     start_epoch, torch_rng = 1, None
     if resume and checkpoint_path.exists():
@@ -136,8 +135,8 @@ def train_arch(
         history, start_epoch = state["history"], state["epoch"] + 1
         scheduler.step_update(num_updates=state["epoch"] * steps)
 
-    def autocast() -> contextlib.AbstractContextManager[Any]:
-        return torch.autocast(dev.type, dtype=amp) if amp is not None else contextlib.nullcontext()
+    def in_precision() -> contextlib.AbstractContextManager[Any]:
+        return autocast(dev, amp)
 
     with torch.random.fork_rng(devices=[]):  # drop-path draws from torch's global generator
         torch.manual_seed(config.seed)
@@ -148,7 +147,7 @@ def train_arch(
             model.train()
             for step, (x, y) in enumerate(train_batches, start=1):
                 x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
-                with autocast():
+                with in_precision():
                     loss = F.cross_entropy(model(x), y, label_smoothing=config.label_smoothing)
                 value = loss.item()
                 if not math.isfinite(value):
@@ -165,7 +164,7 @@ def train_arch(
                 total += value * len(y)
                 seen += len(y)
             train_seconds = time.perf_counter() - begin
-            metrics = _validate(model, val_batches, dev, autocast)
+            metrics = _validate(model, val_batches, dev, in_precision)
             metrics.update(
                 epoch=epoch,
                 train_loss=total / max(seen, 1),
@@ -204,13 +203,13 @@ def train_arch(
 
 
 @torch.inference_mode()
-def _validate(model: torch.nn.Module, batches: Any, dev: torch.device, autocast: Any) -> dict[str, float]:
+def _validate(model: torch.nn.Module, batches: Any, dev: torch.device, in_precision: Any) -> dict[str, float]:
     model.eval()
     correct = total = 0
     loss_sum = 0.0
     for x, y in batches:
         x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
-        with autocast():
+        with in_precision():
             logits = model(x).float()
         loss_sum += float(F.cross_entropy(logits, y, reduction="sum"))
         correct += int((logits.argmax(1) == y).sum())
