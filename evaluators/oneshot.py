@@ -37,7 +37,7 @@ from timm.scheduler import create_scheduler_v2
 from evaluators.amp import amp_dtype, autocast, grad_scaler
 from evaluators.complexity import pick_device
 from evaluators.data import DataSplit, loaders
-from evaluators.proxy import TrainingDiverged
+from evaluators.proxy import TrainingDiverged, forked_rng
 from nas.arch import Arch
 from nas.create import save_model, weights_name
 from nas.supernet import Supernet
@@ -113,7 +113,7 @@ class OneShotEvaluator:
         self.device = pick_device(device)
         self.checkpoint = Path(run_dir) / "supernet.pt" if run_dir is not None else None
         self.weights_dir = weights_dir  # keep each scored network there (nas export reads them)
-        with torch.random.fork_rng(devices=[]):
+        with forked_rng(self.device):
             torch.manual_seed(seed)
             self.supernet = Supernet(
                 space,

@@ -76,6 +76,34 @@ class TrainConfig:
     opt_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
+def forked_rng(device: torch.device) -> contextlib.AbstractContextManager[Any]:
+    """Seeding inside stays inside: torch's CPU generator and ``device``'s CUDA one are restored on exit,
+    so a trainer never moves the caller's random state (a driver's own sampling)."""
+    cuda = (
+        [torch.cuda.current_device() if device.index is None else device.index]
+        if device.type == "cuda"
+        else []
+    )
+    return torch.random.fork_rng(devices=cuda)
+
+
+def build_scaled_network(
+    arch: Arch, profile: ProxyProfile, data: DataSplit, seed: int, drop_path_rate: float, device: torch.device
+) -> tuple[Arch, nn.Module]:
+    """(the profile-scaled arch, its network for ``data`` initialised from ``seed`` on ``device``); seeds
+    torch's global generators, so call it inside :func:`forked_rng`."""
+    scaled = profile.apply(arch)
+    torch.manual_seed(seed)
+    model = build_model(
+        scaled,
+        num_classes=data.num_classes,
+        in_chans=data.in_chans,
+        img_size=profile.img_size,
+        drop_path_rate=drop_path_rate,
+    )
+    return scaled, model.to(device)
+
+
 def train_proxy(
     arch: Arch,
     profile: ProxyProfile,
@@ -106,18 +134,8 @@ def train_proxy(
             f"data is at {data.img_size} px but profile {profile.name!r} trains at {profile.img_size}"
         )
     dev = pick_device(device)
-    proxy = profile.apply(arch)
-    # fork_rng: seeding must not leak into the caller's global random state (a driver's own sampling).
-    cuda_ids = [torch.cuda.current_device() if dev.index is None else dev.index] if dev.type == "cuda" else []
-    with torch.random.fork_rng(devices=cuda_ids):
-        torch.manual_seed(seed)
-        model = build_model(
-            proxy,
-            num_classes=data.num_classes,
-            in_chans=data.in_chans,
-            img_size=profile.img_size,
-            drop_path_rate=config.drop_path_rate,
-        ).to(dev)
+    with forked_rng(dev):
+        proxy, model = build_scaled_network(arch, profile, data, seed, config.drop_path_rate, dev)
         train_batches, val_batches = loaders(
             data,
             profile.batch_size,

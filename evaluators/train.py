@@ -30,10 +30,9 @@ from timm.scheduler import create_scheduler_v2
 from evaluators.amp import amp_dtype, autocast, grad_scaler
 from evaluators.complexity import pick_device
 from evaluators.data import DataSplit, loaders
-from evaluators.proxy import TrainingDiverged
+from evaluators.proxy import TrainingDiverged, build_scaled_network, forked_rng
 from nas.arch import Arch
 from nas.create import save_model
-from nas.model import build_model
 from search_spaces.base import ProxyProfile
 
 __all__ = ["FullTrainConfig", "train_arch"]
@@ -90,16 +89,8 @@ def train_arch(
             f"data is at {data.img_size} px but profile {profile.name!r} trains at {profile.img_size}"
         )
     dev = pick_device(device)
-    net_arch = profile.apply(arch)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(config.seed)
-        model = build_model(
-            net_arch,
-            num_classes=data.num_classes,
-            in_chans=data.in_chans,
-            img_size=profile.img_size,
-            drop_path_rate=config.drop_path_rate,
-        ).to(dev)
+    with forked_rng(dev):
+        net_arch, model = build_scaled_network(arch, profile, data, config.seed, config.drop_path_rate, dev)
     train_batches, val_batches = loaders(
         data, config.batch_size, seed=config.seed, train_samples=config.train_samples, augment=config.augment,
         device=dev,
@@ -138,7 +129,7 @@ def train_arch(
     def in_precision() -> contextlib.AbstractContextManager[Any]:
         return autocast(dev, amp)
 
-    with torch.random.fork_rng(devices=[]):  # drop-path draws from torch's global generator
+    with forked_rng(dev):  # drop-path draws from torch's global generators
         torch.manual_seed(config.seed)
         if torch_rng is not None:
             torch.set_rng_state(torch_rng)
