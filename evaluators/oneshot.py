@@ -39,6 +39,7 @@ from evaluators.complexity import pick_device
 from evaluators.data import DataSplit, loaders
 from evaluators.proxy import TrainingDiverged, forked_rng
 from nas.arch import Arch
+from nas.atomic import replaced
 from nas.create import save_model, weights_name
 from nas.supernet import Supernet
 from search_spaces.base import ProxyProfile, RandomTrial, SearchSpace
@@ -285,23 +286,22 @@ class OneShotEvaluator:
         if self.checkpoint is None:
             return
         self.checkpoint.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.checkpoint.with_suffix(".tmp")
-        torch.save(
-            {
-                "settings": self.settings(),
-                "epoch": epoch,
-                "supernet": self.supernet.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "rng": rng.getstate(),
-                "data_rng": data_rng,
-                "train_seconds": spent,
-                "images": images,
-                "steps": steps,
-                "train_loss": loss,
-            },
-            tmp,
-        )
-        tmp.replace(self.checkpoint)  # atomic: a kill never leaves a half-written checkpoint
+        with replaced(self.checkpoint) as tmp:  # atomic: a kill never leaves a half-written checkpoint
+            torch.save(
+                {
+                    "settings": self.settings(),
+                    "epoch": epoch,
+                    "supernet": self.supernet.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "rng": rng.getstate(),
+                    "data_rng": data_rng,
+                    "train_seconds": spent,
+                    "images": images,
+                    "steps": steps,
+                    "train_loss": loss,
+                },
+                tmp,
+            )
 
     def _load_checkpoint(self) -> dict[str, Any] | None:
         if self.checkpoint is None or not self.checkpoint.exists():

@@ -32,6 +32,7 @@ from evaluators.complexity import pick_device
 from evaluators.data import DataSplit, loaders
 from evaluators.proxy import TrainingDiverged, build_scaled_network, forked_rng
 from nas.arch import Arch
+from nas.atomic import replaced
 from nas.create import save_model
 from search_spaces.base import ProxyProfile
 
@@ -210,6 +211,5 @@ def _validate(model: torch.nn.Module, batches: Any, dev: torch.device, in_precis
 
 def _atomic_save(state: dict[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(state, tmp)
-    tmp.replace(path)
+    with replaced(path) as tmp:
+        torch.save(state, tmp)

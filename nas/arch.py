@@ -395,6 +395,10 @@ class Arch:
     def load(cls, path: str | Path) -> Arch:
         try:
             text = Path(path).read_text()
+        except UnicodeDecodeError:
+            raise ValueError(
+                f"arch file {str(path)!r}: not UTF-8 text, so not an architecture JSON"
+            ) from None
         except OSError as err:
             raise ValueError(f"arch file {str(path)!r}: cannot be read ({err.strerror})") from None
         try:

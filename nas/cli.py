@@ -8,6 +8,7 @@ with exit code 2.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,6 +39,12 @@ def _user_errors() -> Iterator[None]:
     except ValueError as err:
         err_console.print(f"[bold red]error:[/] {err}", highlight=False, soft_wrap=True)
         raise typer.Exit(USER_ERROR) from None
+
+
+def _check_at_least_1(**values: int) -> None:
+    for name, value in values.items():
+        if value < 1:
+            raise ValueError(f"{name.replace('_', '-')}: must be at least 1, got {value}")
 
 
 def _fwd_bwd_ms(module, x) -> float:
@@ -77,6 +84,7 @@ def ops(
     for column in ("kind", "op", "params", "output", "fwd+bwd ms"):
         table.add_column(column, justify="right" if column in ("params", "fwd+bwd ms") else "left")
     with _user_errors():
+        _check_at_least_1(width=width, size=size)
         for kind in STEMS.names():
             stem = STEMS.get(kind)(3, width, patch=4 if kind == "patch" else None)
             x = torch.randn(2, 3, 4 * size, 4 * size)
@@ -110,6 +118,7 @@ def inspect(
     from nas.model import build_model, count_params
 
     with _user_errors():
+        _check_at_least_1(num_classes=num_classes, in_chans=in_chans)
         arch = Arch.load(arch_file)
         model = build_model(arch, num_classes=num_classes, in_chans=in_chans, img_size=img_size).eval()
     table = Table(title=arch.key)
@@ -259,6 +268,7 @@ def cost(
 
     with _user_errors():
         _check_format(fmt, ("table", "json"))
+        _check_at_least_1(num_classes=num_classes)
         arch = Arch.load(arch_file)
         from evaluators.complexity import count
 
@@ -359,7 +369,11 @@ def search(
     ] = None,
 ) -> None:
     """Search a space: sample architectures, evaluate them, keep the study; writes runs/<study>/."""
-    with _user_errors():
+    with _user_errors(), warnings.catch_warnings():
+        from optuna.exceptions import ExperimentalWarning
+
+        # optuna flags the TPE options the driver relies on as experimental: noise on a user's terminal
+        warnings.simplefilter("ignore", ExperimentalWarning)
         from nas.search.run import run_search
         from nas.search.settings import SearchSettings
 
@@ -391,6 +405,8 @@ def search(
         outcome = run_search(settings, console)
     done = int((outcome.trials["state"] == "COMPLETE").sum()) if len(outcome.trials) else 0
     console.print(f"{done} trials complete; trials table: {outcome.run_dir / 'trials.csv'}")
+    if outcome.ran is not None:
+        console.print(f"this worker ran {outcome.ran} trials")
     console.print(f"manifest: {outcome.manifest}")
     if outcome.report is not None:
         console.print(f"report: {outcome.report}")

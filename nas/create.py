@@ -13,7 +13,6 @@ arch="arch.json", num_classes=10)`` builds the same network, and ``pretrained_cf
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +38,7 @@ def resolve_arch(arch: Arch | dict | str | Path) -> Arch:
     path = Path(text)
     if not path.exists():
         raise ValueError(f"arch: {text!r} is neither an architecture JSON nor an existing file")
-    try:
-        return Arch.from_json(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"arch: {path} is not an architecture JSON file ({err})") from None
+    return Arch.load(path)  # ValueError naming the file: unreadable, not JSON, or not a valid architecture
 
 
 def weights_name(arch: Arch) -> str:
@@ -96,6 +92,9 @@ def create_model(
     weights are loaded (strictly); a ``num_classes``, ``in_chans`` or ``img_size`` that contradicts the file
     is refused. Without one, the defaults are ImageNet's (1000 classes, 3 channels, 224 px).
     """
+    for name, value in (("num_classes", num_classes), ("in_chans", in_chans)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name}: must be a whole number of at least 1, got {value!r}")
     payload = None
     source = checkpoint
     if source is None and isinstance(arch, (str, Path)) and str(arch).endswith((".pt", ".pth")):

@@ -87,16 +87,21 @@ def export_trials(
     frame, manifest = load_run(run_dir)
     numbers = list(trials) if trials is not None else front_numbers(frame, manifest["settings"]["objectives"])
     by_number = {int(n): row for n, (_, row) in zip(frame["number"], frame.iterrows(), strict=True)}
-    written = []
-    for number in numbers:
+    rows = []
+    for number in numbers:  # every trial is checked before anything is written: a bad one exports none
         row = by_number.get(int(number))
         if row is None:
-            raise ValueError(f"trial: study {manifest.get('study')!r} has no trial {number}")
+            known = f"its trials are numbered 0 to {max(by_number)}" if by_number else "it has no trials"
+            raise ValueError(f"trial: study {manifest.get('study')!r} has no trial {number} ({known})")
         if row["state"] != "COMPLETE":
             reason = row.get("fail_reason") or row["state"]
             raise ValueError(f"trial: trial {number} did not complete ({reason}); nothing to export")
-        written.append(_export_one(run_dir, out_dir / f"trial_{int(number)}", row, fmt))
-    return written
+        rows.append((int(number), row))
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"out: cannot create the folder {out_dir} ({err.strerror})") from None
+    return [_export_one(run_dir, out_dir / f"trial_{number}", row, fmt) for number, row in rows]
 
 
 def _export_one(run_dir: Path, target: Path, row: pd.Series, fmt: str) -> Path:

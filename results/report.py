@@ -28,6 +28,7 @@ from typing import Any
 
 import pandas as pd
 
+from nas.atomic import replaced
 from nas.search.objectives import Objective, parse_objectives
 from results.pareto import dominates, hypervolume_history, pareto_front
 
@@ -46,13 +47,39 @@ def load_run(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
         manifest = json.loads(manifest_path.read_text())
     except json.JSONDecodeError as err:
         raise ValueError(f"study: {manifest_path} is not valid JSON ({err.msg})") from None
-    if (run_dir / "trials.parquet").exists():
-        frame = pd.read_parquet(run_dir / "trials.parquet")
-    elif (run_dir / "trials.csv").exists():
-        frame = pd.read_csv(run_dir / "trials.csv", keep_default_na=False, na_values=[""])
-    else:
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"study: {manifest_path} cannot be read ({_reason(err)})") from None
+    settings = manifest.get("settings") if isinstance(manifest, dict) else None
+    objectives = settings.get("objectives") if isinstance(settings, dict) else None
+    try:
+        parse_objectives(list(objectives))
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"study: {manifest_path} records no valid objectives (settings.objectives); "
+            "is it a manifest written by `nas search`?"
+        ) from None
+    table = next((run_dir / n for n in ("trials.parquet", "trials.csv") if (run_dir / n).exists()), None)
+    if table is None:
         raise ValueError(f"study: no trials table in {run_dir}")
+    try:
+        if table.suffix == ".parquet":
+            frame = pd.read_parquet(table)
+        else:
+            frame = pd.read_csv(table, keep_default_na=False, na_values=[""])
+    except Exception as err:  # pyarrow and pandas raise several kinds on a damaged file
+        raise ValueError(f"study: {table} cannot be read ({_reason(err)})") from None
+    missing = [c for c in ("number", "state", "arch_json") if c not in frame.columns]
+    if missing:
+        raise ValueError(
+            f"study: {table} is not a trials table of `nas search` (no {', '.join(missing)} column)"
+        )
     return frame, manifest
+
+
+def _reason(err: Exception) -> str:
+    """An exception's message in one line (its first), or its type when it has none."""
+    lines = str(getattr(err, "strerror", None) or err).strip().splitlines()
+    return lines[0] if lines else type(err).__name__
 
 
 def _objectives(manifest: dict[str, Any]) -> tuple[Objective, ...]:
@@ -410,9 +437,8 @@ def _store_reference(run_dir: Path, manifest: dict[str, Any], reference: dict[st
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    with replaced(path) as tmp:
+        tmp.write_text(text)
 
 
 def _write_png(analysis: dict[str, Any], path: Path) -> None:
@@ -447,7 +473,6 @@ def _write_png(analysis: dict[str, Any], path: Path) -> None:
         ax.grid(alpha=0.3)
     axes.flat[0].legend(fontsize=8)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
+    with replaced(path) as tmp:
+        fig.savefig(tmp, dpi=110)
     plt.close(fig)
-    tmp.replace(path)

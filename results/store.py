@@ -16,6 +16,8 @@ from typing import Any
 
 import pandas as pd
 
+from nas.atomic import replaced
+
 __all__ = ["COLUMNS", "frame_from_rows", "save_trials", "trial_row", "trials_frame"]
 
 COLUMNS = [
@@ -108,8 +110,7 @@ def save_trials(frame: pd.DataFrame, run_dir: str | Path) -> list[Path]:
         ("trials.parquet", lambda p: frame.to_parquet(p, index=False)),
     ):
         target = run_dir / name
-        tmp = target.with_name(f".{name}.tmp")
-        write(tmp)
-        tmp.replace(target)
+        with replaced(target) as tmp:
+            write(tmp)
         written.append(target)
     return written

@@ -18,6 +18,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from nas.atomic import replaced
 from nas.search.settings import SearchSettings
 
 __all__ = ["package_versions", "write_manifest"]
@@ -90,7 +91,6 @@ def write_manifest(
         "written": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(".manifest.json.tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
-    tmp.replace(path)
+    with replaced(path) as tmp:
+        tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
     return path

@@ -47,11 +47,17 @@ class SearchProgress:
             self._live.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        # a search that fails before its first trial (a study it cannot open or resume, bad input) shows only
+        # its error: an empty panel above the one-sentence message would bury it
+        silent = exc_type is not None and issubclass(exc_type, Exception) and not self.rows
         if self._live is not None:
-            self._live.update(self.render())
-            self._live.__exit__(*exc)
-        else:
+            if silent:
+                self._live.transient = True
+            else:
+                self._live.update(self.render())
+            self._live.__exit__(exc_type, *exc)
+        elif not silent:
             self.console.print(self.render())
 
     def log(self, message: str) -> None:

@@ -8,7 +8,11 @@ sentence, raised before a study is opened or created, so bad input never touches
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
+import math
+import os
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -20,7 +24,15 @@ import yaml
 from nas.search.budget import Budget
 from nas.search.objectives import Objective, parse_objectives
 
-__all__ = ["BACKENDS", "EVALUATORS", "SAMPLERS", "SearchSettings", "check_study_name", "load_config"]
+__all__ = [
+    "BACKENDS",
+    "EVALUATORS",
+    "SAMPLERS",
+    "SearchSettings",
+    "check_study_name",
+    "load_config",
+    "space_min_img_size",
+]
 
 EVALUATORS = ("complexity", "proxy", "oneshot")
 BACKENDS = ("optuna", "ray")
@@ -68,6 +80,7 @@ class SearchSettings:
     def __post_init__(self) -> None:
         from search_spaces import get_space
 
+        self._check_types()
         space = get_space(self.space)  # ValueError names the known spaces
         space.profile(self.profile)
         if self.evaluator not in EVALUATORS:
@@ -87,14 +100,51 @@ class SearchSettings:
         for name in ("workers", "concurrency"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be at least 1, got {getattr(self, name)}")
-        if self.cpus_per_trial <= 0 or (self.gpus_per_trial is not None and self.gpus_per_trial < 0):
-            raise ValueError("cpus-per-trial must be > 0 and gpus-per-trial >= 0")
+        if self.cpus_per_trial <= 0:
+            raise ValueError(f"cpus-per-trial: must be a number above 0, got {self.cpus_per_trial}")
+        if self.gpus_per_trial is not None and self.gpus_per_trial < 0:
+            raise ValueError(f"gpus-per-trial: must be a number of at least 0, got {self.gpus_per_trial}")
         if self.trial_timeout is not None and self.trial_timeout <= 0:
             raise ValueError(f"trial-timeout: must be a positive number of seconds, got {self.trial_timeout}")
+        if self.macs_img_size is not None:
+            smallest = space_min_img_size(self.space)
+            if self.macs_img_size < smallest:
+                raise ValueError(
+                    f"macs-img-size: {self.macs_img_size} px is too small for the {self.space} space, whose "
+                    f"networks downsample {smallest}x; use at least {smallest} (default 224)"
+                )
         if self.address is not None and self.backend != "ray":
             raise ValueError("address: --address joins a Ray cluster, so it needs --backend ray")
         if self.backend == "ray" and self.workers != 1:
             raise ValueError("workers: with --backend ray, parallelism is --concurrency (trials at once)")
+        if self.backend != "ray" and self.concurrency != 1:
+            raise ValueError(
+                f"concurrency: {self.concurrency} is Ray's trials-at-once setting and needs --backend ray; "
+                f"with the optuna backend, run parallel trials with --workers {self.concurrency}"
+            )
+
+    def _check_types(self) -> None:
+        """One sentence for a value of the wrong type (from a config file or Python), before it is used."""
+        for name, kinds in _FIELD_TYPES.items():
+            value = getattr(self, name)
+            if name in ("data_dir", "runs_dir") and isinstance(value, os.PathLike):
+                object.__setattr__(self, name, value := os.fspath(value))
+            if value is None and _OPTIONAL in kinds:
+                continue
+            ok = any(_is_kind(value, kind) for kind in kinds if kind is not _OPTIONAL)
+            if not ok:
+                wanted = " or ".join(_KIND_NAMES[kind] for kind in kinds)
+                raise ValueError(f"{name.replace('_', '-')}: must be {wanted}, got {value!r}")
+        if isinstance(self.objectives, str):  # "top1,macs" as the CLI and config files write it
+            parts = tuple(p.strip() for p in self.objectives.split(",") if p.strip())
+            object.__setattr__(self, "objectives", parts)
+        elif isinstance(self.objectives, (list, tuple)) and all(isinstance(o, str) for o in self.objectives):
+            object.__setattr__(self, "objectives", tuple(self.objectives))
+        else:
+            raise ValueError(
+                f"objectives: must be a list of metric[:max|min] names such as top1:max,macs:min, "
+                f"got {self.objectives!r}"
+            )
 
     # -------------------------------------------------------------------------------------- derived
 
@@ -130,11 +180,65 @@ class SearchSettings:
         """Settings from a config file (if any) with ``overrides`` (the flags the user gave) on top."""
         values = load_config(config) if config is not None else {}
         values.update({k: v for k, v in overrides.items() if v is not None})
-        if isinstance(values.get("objectives"), str):
-            values["objectives"] = tuple(p.strip() for p in values["objectives"].split(",") if p.strip())
-        elif "objectives" in values:
-            values["objectives"] = tuple(values["objectives"])
-        return cls(**values)
+        return cls(**values)  # "top1,macs" and lists of objectives are normalized on construction
+
+
+_OPTIONAL = "optional"
+_NUMBER = "number"
+_KIND_NAMES = {
+    str: "a string",
+    int: "a whole number",
+    bool: "true or false",
+    _NUMBER: "a number",
+    _OPTIONAL: "unset",
+}
+_FIELD_TYPES: dict[str, tuple[Any, ...]] = {
+    "space": (str,),
+    "budget": (str,),
+    "evaluator": (str,),
+    "dataset": (str,),
+    "data_dir": (str, _OPTIONAL),
+    "profile": (str,),
+    "sampler": (str, _OPTIONAL),
+    "study": (str, _OPTIONAL),
+    "storage": (str, _OPTIONAL),
+    "backend": (str,),
+    "seed": (int,),
+    "workers": (int,),
+    "baselines": (bool,),
+    "resume": (bool,),
+    "runs_dir": (str,),
+    "macs_img_size": (int, _OPTIONAL),
+    "address": (str, _OPTIONAL),
+    "gpus_per_trial": (_NUMBER, _OPTIONAL),
+    "cpus_per_trial": (_NUMBER,),
+    "concurrency": (int,),
+    "trial_timeout": (_NUMBER, _OPTIONAL),
+}
+
+
+def _is_kind(value: Any, kind: Any) -> bool:
+    if kind is bool:
+        return isinstance(value, bool)
+    if isinstance(value, bool):  # True is an int to Python, not a count or a size to a user
+        return False
+    if kind is _NUMBER:
+        return isinstance(value, (int, float)) and math.isfinite(value)
+    return isinstance(value, kind)
+
+
+@functools.cache
+def space_min_img_size(name: str) -> int:
+    """The smallest image side every network of space ``name`` can take: its largest total downsampling
+    (the stem's stride times the stages'), over the space's supernet cover (every stem and op at its
+    largest) and its baselines."""
+    from search_spaces import get_space
+
+    space = get_space(name)
+    archs = [b.arch for b in space.baselines().values()]
+    with contextlib.suppress(NotImplementedError):  # a space without a supernet: its baselines
+        archs += space.supernet_cover()
+    return max(arch.min_img_size for arch in archs)
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
@@ -142,16 +246,20 @@ def load_config(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"config: no such file {path}")
-    text = path.read_text()
+    if path.suffix not in (".toml", ".yaml", ".yml"):
+        raise ValueError(f"config: {path} must end in .yaml, .yml or .toml")
     try:
-        if path.suffix == ".toml":
-            data = tomllib.loads(text)
-        elif path.suffix in (".yaml", ".yml"):
-            data = yaml.safe_load(text) or {}
-        else:
-            raise ValueError(f"config: {path} must end in .yaml, .yml or .toml")
+        text = path.read_text()
+    except UnicodeDecodeError:
+        raise ValueError(f"config: {path} is not UTF-8 text") from None
+    except OSError as err:
+        raise ValueError(f"config: {path} cannot be read ({err.strerror})") from None
+    try:
+        data = tomllib.loads(text) if path.suffix == ".toml" else (yaml.safe_load(text) or {})
     except (tomllib.TOMLDecodeError, yaml.YAMLError) as err:
-        raise ValueError(f"config: {path} is not valid {path.suffix[1:].upper()}: {err}") from None
+        raise ValueError(
+            f"config: {path} is not valid {path.suffix[1:].upper()}: {_parse_error(err)}"
+        ) from None
     if not isinstance(data, dict):
         raise ValueError(f"config: {path} must hold a mapping of settings, got {type(data).__name__}")
     data = data.get("search", data)  # a [search] table / search: section, or the keys at the top
@@ -163,3 +271,13 @@ def load_config(path: str | Path) -> dict[str, Any]:
             f"config: unknown setting(s) {', '.join(unknown)} in {path}; allowed: {', '.join(sorted(known))}"
         )
     return out
+
+
+def _parse_error(err: Exception) -> str:
+    """A YAML or TOML parse error in one line: what went wrong and where."""
+    mark = getattr(err, "problem_mark", None)
+    problem = getattr(err, "problem", None)
+    if problem and mark is not None:  # PyYAML's MarkedYAMLError
+        return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
+    lines = str(err).strip().splitlines()
+    return " ".join(line.strip() for line in lines) if lines else type(err).__name__
