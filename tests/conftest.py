@@ -12,3 +12,17 @@ torch.set_num_threads(min(2, torch.get_num_threads()))
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)
+
+
+@pytest.fixture(scope="session")
+def ray_head(tmp_path_factory: pytest.TempPathFactory):
+    """A real Ray head node on localhost (1 CPU, ports and auth token of its own) shared by the cluster
+    tests; searches join it with ``--address``."""
+    from ray_nodes import RayNode, wait_for_nodes
+
+    head = RayNode(tmp_path_factory.mktemp("ray-cluster"), "head", num_cpus=1).start()
+    try:
+        wait_for_nodes(head, 1)
+        yield head
+    finally:
+        head.stop()

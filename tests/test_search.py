@@ -119,11 +119,15 @@ def test_resume_after_an_interruption_keeps_every_trial_and_the_numbering(
     assert "interrupted" in second.trials["fail_reason"].iloc[-1]
     monkeypatch.setattr(TrialRunner, "run", real_run)
 
-    third = run_search(_settings(tmp_path, budget="8trials", resume=True))
+    third = run_search(_settings(tmp_path, budget="10trials", resume=True))
     table = third.trials
-    assert list(table["number"]) == list(range(8))  # no number used twice, none lost
+    assert list(table["number"]) == list(range(11))  # no number used twice, none lost
     assert list(table["arch"][:5]) == list(second.trials["arch"][:5])
-    assert (table["state"] == "COMPLETE").sum() == 7
+    # the interrupted trial (a baseline) is run again, behind the baselines queued before it, and is not
+    # one of the budget's trials
+    assert table["state"][5] == "FAIL" and table["arch"][9] == table["arch"][5]
+    assert table["baseline"][9] == table["baseline"][5] != ""
+    assert (table["state"] == "COMPLETE").sum() == 10
 
 
 def test_a_failing_trial_is_recorded_and_the_search_goes_on(

@@ -1,23 +1,16 @@
-"""The Ray Tune driver: the Optuna driver's table, resume with Tuner.restore, and a real `ray job submit`."""
+"""The Ray Tune driver: the Optuna driver's table and resume with Tuner.restore (on a local Ray; the cluster
+path, `ray job submit` to real nodes, is tests/test_ray_cluster.py)."""
 
 from __future__ import annotations
 
-import os
-import secrets
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from nas.search.run import run_search
 from nas.search.settings import SearchSettings
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _settings(tmp_path: Path, **changes: object) -> SearchSettings:
@@ -34,7 +27,7 @@ def _settings(tmp_path: Path, **changes: object) -> SearchSettings:
     return SearchSettings(**values)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def local_ray():
     import ray
 
@@ -59,59 +52,14 @@ def test_thirty_trials_give_the_optuna_table_on_ray_and_resume_continues(local_r
     assert list(kept) == list(ray_table.set_index("number").sort_index()["arch"])
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def test_ray_job_submit_to_a_local_cluster(tmp_path: Path) -> None:
-    """A head node of our own (token authentication, free ports, stopped by its own SIGTERM, so a cluster the
-    user runs is left alone), a search submitted to it with `ray job submit`, run with `--address auto`."""
-    token = tmp_path / "auth_token"
-    token.write_text(secrets.token_hex(32))
-    env = {
-        **os.environ,
-        "RAY_USAGE_STATS_ENABLED": "0",
-        "RAY_AUTH_MODE": "token",
-        "RAY_AUTH_TOKEN_PATH": str(token),
-        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-    }
-    env.pop("RAY_ADDRESS", None)
-    ray = str(Path(sys.executable).with_name("ray"))
-    dashboard = _free_port()
-    log = (tmp_path / "head.log").open("w")
-    head = subprocess.Popen(
-        [ray, "start", "--head", "--block", f"--port={_free_port()}", "--num-cpus=2",
-         "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard}"],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    try:
-        runs = tmp_path / "runs"
-        entry = (
-            f"{sys.executable} -m nas search --space sasa --evaluator complexity "
-            f"--objectives macs,params --budget 4trials --macs-img-size 32 --runs-dir {runs} --study job "
-            "--backend ray --address auto"
+def test_a_trial_past_its_timeout_fails_with_the_reason_on_ray_too(local_ray, tmp_path: Path) -> None:
+    """Ray runs a function trial in a thread of its worker: the deadline must reach that thread."""
+    table = run_search(
+        _settings(
+            tmp_path, study="slow", backend="ray", budget="3trials", macs_img_size=224, trial_timeout=0.01
         )
-        deadline = time.time() + 120
-        while True:  # the dashboard's job server comes up a while after the head starts
-            job = subprocess.run(
-                [ray, "job", "submit", "--address", f"http://127.0.0.1:{dashboard}",
-                 "--working-dir", str(ROOT), "--", *entry.split()],
-                env=env, capture_output=True, text=True, timeout=300,
-            )  # fmt: skip
-            if job.returncode == 0 or time.time() > deadline or head.poll() is not None:
-                break
-            time.sleep(3)
-        head_log = (tmp_path / "head.log").read_text()
-        assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:] + head_log[-3000:]
-        table = pd.read_csv(runs / "job" / "trials.csv")
-        assert len(table) == 4 and (table["state"] == "COMPLETE").all()
-        assert (runs / "job" / "manifest.json").exists() and (runs / "job" / "ray").is_dir()
-    finally:
-        head.terminate()  # `ray start --block` stops the processes it started on SIGTERM
-        try:
-            head.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            head.kill()
-        log.close()
+    ).trials
+    assert len(table) == 3 and (table["state"] == "FAIL").all()
+    assert (
+        table["fail_reason"].str.fullmatch(r"timeout: TrialTimeout: trial exceeded its 0.01 s timeout").all()
+    )

@@ -15,11 +15,9 @@ the next trial, estimated from the finished ones, still fits; it never starts on
 from __future__ import annotations
 
 import multiprocessing
-import os
-import signal
 import time
 import uuid
-from contextlib import contextmanager
+import warnings
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,17 +26,15 @@ import optuna
 from optuna.trial import TrialState
 
 from nas.search.budget import BudgetTracker, TrialCost
+from nas.search.failures import deadline, failure_reason, release_memory
+from nas.search.liveness import Heartbeat, fail_lost_trials
 from nas.search.progress import SearchProgress
 from nas.search.settings import SearchSettings
 from nas.search.trial import TrialRunner
 
-__all__ = ["TrialTimeout", "open_storage", "run_optuna"]
+__all__ = ["open_storage", "run_optuna", "worker_loop"]
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-
-
-class TrialTimeout(RuntimeError):
-    pass
 
 
 def storage_url(settings: SearchSettings) -> str:
@@ -59,15 +55,29 @@ def open_storage(settings: SearchSettings) -> tuple[Any, str]:
             return JournalStorage(JournalFileBackend(str(path))), url
         if url.startswith("sqlite:///"):
             Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        engine_url = url
+        if url.startswith(("postgresql://", "postgres://")):  # no driver named: psycopg 3, a dependency
+            engine_url = "postgresql+psycopg://" + url.split("://", 1)[1]
         storage = optuna.storages.RDBStorage(
-            url, engine_kwargs={"connect_args": {"timeout": 60}} if url.startswith("sqlite") else None
+            engine_url, engine_kwargs={"connect_args": {"timeout": 60}} if url.startswith("sqlite") else None
         )
         if url.startswith("sqlite"):
             _use_write_ahead_log(storage)
         return storage, url
     except Exception as err:  # SQLAlchemy / driver errors: unreachable host, bad URL, missing driver
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        if "Failed to import DB access module" in first:
+            first = _missing_driver(url)
         raise ValueError(f"storage: cannot open {url}: {first}") from None
+
+
+def _missing_driver(url: str) -> str:
+    scheme = url.split(":", 1)[0]
+    if scheme.startswith("postgresql"):
+        return "the PostgreSQL driver is not installed (pip install 'psycopg[binary]')"
+    if scheme.startswith("mysql"):
+        return "the MySQL driver is not installed (pip install pymysql, and use mysql+pymysql://)"
+    return f"no database driver is installed for {scheme}://"
 
 
 def _use_write_ahead_log(storage: optuna.storages.RDBStorage) -> None:
@@ -94,7 +104,9 @@ def _sampler(settings: SearchSettings, worker: int) -> optuna.samplers.BaseSampl
     if name == "nsga2":
         return optuna.samplers.NSGAIISampler(seed=seed)
     if name == "tpe":
-        return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True, constant_liar=True)
+        with warnings.catch_warnings():  # optuna calls these options experimental: noise for a user
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True, constant_liar=True)
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     try:
@@ -105,7 +117,12 @@ def _sampler(settings: SearchSettings, worker: int) -> optuna.samplers.BaseSampl
 
 
 def open_study(settings: SearchSettings, *, worker: int = 0, create: bool = True) -> tuple[optuna.Study, str]:
-    """Create the study, or load it: an existing study with trials needs ``resume`` (or a second worker)."""
+    """Create the study, or load it: an existing study with trials needs ``resume`` (or a second worker),
+    and ``resume`` needs an existing study (a mistyped name must not start a new one)."""
+    default_db = settings.run_dir / "study.db"
+    if create and settings.resume and not settings.storage and not default_db.exists():
+        name, where = settings.study_name, storage_url(settings)
+        raise ValueError(f"study {name!r} does not exist in {where}; drop --resume to start it")
     storage, url = open_storage(settings)
     directions = [o.direction for o in settings.parsed_objectives]
     names = optuna.study.get_all_study_names(storage)
@@ -117,8 +134,9 @@ def open_study(settings: SearchSettings, *, worker: int = 0, create: bool = True
                 f"study {settings.study_name!r} already exists in {url} with {len(study.trials)} trials; "
                 "pass --resume to continue it, or choose another --study"
             )
-    if not exists and not create:
-        raise ValueError(f"study {settings.study_name!r} does not exist in {url}")
+    if not exists and (not create or settings.resume):
+        hint = "; drop --resume to start it" if create else ""
+        raise ValueError(f"study {settings.study_name!r} does not exist in {url}{hint}")
     study = optuna.create_study(
         study_name=settings.study_name,
         storage=storage,
@@ -150,31 +168,6 @@ def tracker_from_study(study: optuna.Study, settings: SearchSettings) -> BudgetT
     return BudgetTracker.from_dict({"budget": settings.budget, "charges": charges, "elapsed": 0.0})
 
 
-@contextmanager
-def _deadline(seconds: float | None):
-    """Raise TrialTimeout in the main thread after ``seconds`` (SIGALRM; no limit elsewhere)."""
-    if not seconds or os.name != "posix" or not _main_thread():
-        yield
-        return
-
-    def _expire(signum: int, frame: Any) -> None:
-        raise TrialTimeout(f"trial exceeded its {seconds:g} s timeout")
-
-    previous = signal.signal(signal.SIGALRM, _expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-def _main_thread() -> bool:
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
-
-
 def _enqueue_baselines(study: optuna.Study, settings: SearchSettings) -> int:
     from search_spaces import get_space
 
@@ -193,20 +186,45 @@ def _running_elsewhere(study: optuna.Study) -> int:
     return len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
 
 
+WAIT_SECONDS = 2.0  # how often a worker with nothing to start looks at the trials running elsewhere
+
+
 def run_trial(
     study: optuna.Study, runner: TrialRunner, settings: SearchSettings, tracker: BudgetTracker
 ) -> dict[str, Any]:
-    """Ask one trial, evaluate it, tell its outcome; returns the row the progress view shows."""
+    """Ask one trial, evaluate it, tell its outcome; returns the row the progress view shows.
+
+    While it runs the trial carries this worker's identity and heartbeat (:mod:`nas.search.liveness`), so
+    that a kill leaves a trial the next worker recognises as lost. An exception fails the trial with its
+    reason (:func:`~nas.search.failures.failure_reason`) and the search goes on; Ctrl-C / SIGTERM fails it
+    as interrupted, enqueues its architecture again for ``--resume`` and stops the search.
+    """
     objectives = [o.name for o in settings.parsed_objectives]
     trial = study.ask()
+    with Heartbeat(trial):  # until its outcome is told
+        row, cost = _evaluate(study, trial, runner, settings, objectives)
+    tracker.charge(cost)
+    row["seconds"] = cost.seconds
+    return row
+
+
+def _evaluate(
+    study: optuna.Study,
+    trial: optuna.Trial,
+    runner: TrialRunner,
+    settings: SearchSettings,
+    objectives: list[str],
+) -> tuple[dict[str, Any], TrialCost]:
     start = time.perf_counter()
     row: dict[str, Any] = {"number": trial.number, "baseline": trial.user_attrs.get("baseline", "")}
+    reason = None
     try:
         arch = runner.space.sample(trial)
         row["arch"] = arch.key
         trial.set_user_attr("arch", arch.key)
         trial.set_user_attr("arch_json", arch.to_json())
-        with _deadline(settings.trial_timeout):
+        runner.prepare()
+        with deadline(settings.trial_timeout):
             result = runner.run(arch)
         values = result.values(objectives)
         cost = TrialCost.of(result.seconds, gpus=int(result.devices) if result.device_kind == "gpu" else 0)
@@ -214,32 +232,46 @@ def run_trial(
         trial.set_user_attr("cost", cost.to_dict())
         study.tell(trial, values)
         row.update(state="COMPLETE", values=values)
-    except KeyboardInterrupt:
-        _fail(study, trial, runner, start, "interrupted (KeyboardInterrupt)")
+    except KeyboardInterrupt as err:
+        _fail(study, trial, runner, start, failure_reason(err), overhead=True)
+        _enqueue_rerun(study, trial)
         raise
     except Exception as err:  # the search goes on; the reason is kept in the trials table
-        reason = f"{type(err).__name__}: {err}".splitlines()[0][:500]
+        reason = failure_reason(err)
+    if reason is not None:
+        release_memory()  # after the except block: the exception no longer holds the trial's frames
         cost = _fail(study, trial, runner, start, reason)
         row.update(state="FAIL", values=None, fail_reason=reason)
-    else:
-        tracker.charge(cost)
-        row["seconds"] = cost.seconds
-        return row
-    tracker.charge(cost)
-    row.setdefault("arch", trial.user_attrs.get("arch", "?"))
-    row["seconds"] = cost.seconds
-    return row
+        row.setdefault("arch", trial.user_attrs.get("arch", "?"))
+    return row, cost
 
 
 def _fail(
-    study: optuna.Study, trial: optuna.Trial, runner: TrialRunner, start: float, reason: str
+    study: optuna.Study,
+    trial: optuna.Trial,
+    runner: TrialRunner,
+    start: float,
+    reason: str,
+    overhead: bool = False,
 ) -> TrialCost:
     gpus = int(runner.devices_held()) if runner.device_kind == "gpu" else 0
-    cost = TrialCost.of(time.perf_counter() - start, gpus=gpus)
+    label = f"{'interrupted ' if overhead else ''}trial {trial.number}"
+    cost = TrialCost.of(time.perf_counter() - start, gpus=gpus, label=label, overhead=overhead)
     trial.set_user_attr("cost", cost.to_dict())
     trial.set_user_attr("fail_reason", reason)
     study.tell(trial, state=TrialState.FAIL)
     return cost
+
+
+def _enqueue_rerun(study: optuna.Study, trial: optuna.Trial) -> None:
+    """Enqueue an interrupted trial's architecture, so ``--resume`` runs it again (under a new number)."""
+    frozen = study._storage.get_trial(trial._trial_id)
+    params = {**(frozen.system_attrs.get("fixed_params") or {}), **frozen.params}
+    if params:
+        attrs: dict[str, Any] = {"rerun_of": trial.number}
+        if frozen.user_attrs.get("baseline"):
+            attrs["baseline"] = frozen.user_attrs["baseline"]
+        study.enqueue_trial(params, user_attrs=attrs)
 
 
 def _jsonable(metrics: dict[str, Any]) -> dict[str, Any]:
@@ -252,7 +284,9 @@ def worker_loop(
     progress: SearchProgress | None = None,
     runner: TrialRunner | None = None,
 ) -> int:
-    """Run trials until the shared budget is spent; returns the number this worker ran."""
+    """Run trials until the shared budget is spent and no trial of the study runs anywhere (a worker whose
+    budget is taken by trials running elsewhere waits for them: one may be lost and need a re-run); returns
+    the number this worker ran."""
     study, _ = open_study(settings, worker=worker, create=False)
     runner = runner or TrialRunner(settings)
     tracker = tracker_from_study(study, settings)
@@ -265,38 +299,45 @@ def worker_loop(
             study.set_user_attr("overhead", [*study.user_attrs.get("overhead", []), cost.to_dict()])
     ran = 0
     while True:
+        fail_lost_trials(study)  # a killed worker's trial is failed and its architecture enqueued again
         tracker = tracker_from_study(study, settings)
-        if not tracker.can_start(pending=max(_running_elsewhere(study), 0)):
-            break
-        row = run_trial(study, runner, settings, tracker)
-        ran += 1
-        if progress is not None:
-            progress.trial_done(row, tracker)
-    return ran
+        running = _running_elsewhere(study)
+        if tracker.can_start(pending=running):
+            row = run_trial(study, runner, settings, tracker)
+            ran += 1
+            if progress is not None:
+                progress.trial_done(row, tracker)
+        elif running:
+            time.sleep(WAIT_SECONDS)  # they may finish, or be found lost and leave work to re-run
+        else:
+            return ran
 
 
-def _spawned_worker(settings: SearchSettings, worker: int) -> None:
-    worker_loop(settings, worker)
+def _spawned_worker(settings: SearchSettings, worker: int, ran: Any) -> None:
+    ran.value = worker_loop(settings, worker)
 
 
-def run_optuna(settings: SearchSettings, progress: SearchProgress | None = None) -> optuna.Study:
+def run_optuna(settings: SearchSettings, progress: SearchProgress | None = None) -> int:
     """The whole search: open or resume the study, enqueue baselines, run the workers until the budget is
-    spent. Extra workers (``settings.workers`` > 1) run as processes on this machine against the same
-    storage; workers on other machines join by running the same command with ``--resume``."""
+    spent; returns the number of trials this process's workers ran. Extra workers (``settings.workers`` >
+    1) run as processes on this machine against the same storage; workers on other machines join by running
+    the same command with ``--resume``."""
     study, _ = open_study(settings, create=True)
     if settings.baselines:
         _enqueue_baselines(study, settings)
     session = uuid.uuid4().hex[:8]
     study.set_user_attr(f"session:{session}", datetime.now(UTC).isoformat(timespec="seconds"))
     context = multiprocessing.get_context("spawn")
+    counts = [context.Value("i", 0) for _ in range(1, settings.workers)]
     helpers = [
-        context.Process(target=_spawned_worker, args=(settings, w)) for w in range(1, settings.workers)
+        context.Process(target=_spawned_worker, args=(settings, w, counts[w - 1]))
+        for w in range(1, settings.workers)
     ]
     for p in helpers:
         p.start()
     try:
-        worker_loop(settings, 0, progress)
+        ran = worker_loop(settings, 0, progress)
     finally:
         for p in helpers:
             p.join()
-    return study
+    return ran + sum(c.value for c in counts)

@@ -25,6 +25,7 @@ from typing import Any
 from ray.tune.search import Searcher, SearchGenerator
 
 from nas.search.budget import BudgetTracker, TrialCost
+from nas.search.failures import deadline, failure_reason, release_memory
 from nas.search.progress import SearchProgress
 from nas.search.settings import SearchSettings
 
@@ -61,16 +62,22 @@ def ray_trial(config: dict[str, Any], settings: dict[str, Any]) -> None:
         "fail_reason": "",
     }
     start = time.perf_counter()
+    reason = None
     try:
-        result = runner.run(arch)
+        runner.prepare()
+        with deadline(st.trial_timeout):
+            result = runner.run(arch)
         metrics = {k: v for k, v in result.metrics.items() if isinstance(v, (int, float, str, bool))}
         report.update(metrics, metrics=metrics)  # objectives at the top for the searcher; all for the table
         report.update(
             cost_seconds=result.seconds, cost_devices=result.devices, cost_device=result.device_kind
         )
     except Exception as err:  # recorded as a failed trial; the search goes on
+        reason = failure_reason(err)
+    if reason is not None:
+        release_memory()
         report.update({o.name: math.nan for o in st.parsed_objectives})
-        report["fail_reason"] = f"{type(err).__name__}: {err}".splitlines()[0][:500]
+        report["fail_reason"] = reason
         report.update(
             cost_seconds=time.perf_counter() - start,
             cost_devices=runner.devices_held(),
@@ -93,13 +100,14 @@ class BudgetedSearcher(Searcher):
         super().__init__(metric=inner.metric, mode=inner.mode)
         self.inner, self.budget, self.max_concurrent = inner, budget, max_concurrent
         self.budget_file = budget_file  # a resumed search may bring a new budget: read at every decision
-        self.charges: list[dict[str, Any]] = []
+        self.charges: dict[str, dict[str, Any]] = {}  # by trial id: a trial re-run on restore is charged once
         self.live: set[str] = set()
         self.numbers: dict[str, int] = {}
 
     def tracker(self) -> BudgetTracker:
         budget = self.budget_file.read_text().strip() if self.budget_file.exists() else self.budget
-        return BudgetTracker.from_dict({"budget": budget, "charges": self.charges, "elapsed": 0.0})
+        charges = list(self.charges.values())
+        return BudgetTracker.from_dict({"budget": budget, "charges": charges, "elapsed": 0.0})
 
     def set_search_properties(self, metric: Any, mode: Any, config: dict, **spec: Any) -> bool:
         return True  # metric and mode are the inner searcher's (declared objectives)
@@ -123,7 +131,7 @@ class BudgetedSearcher(Searcher):
         self.live.discard(trial_id)
         cost = _cost(result or {}, f"trial {self.numbers.get(trial_id, '?')}")
         if cost is not None:
-            self.charges.append(cost.to_dict())
+            self.charges[trial_id] = cost.to_dict()
         self.inner.on_trial_complete(trial_id, result=result, error=error)
 
     def save(self, checkpoint_path: str) -> None:
@@ -133,6 +141,8 @@ class BudgetedSearcher(Searcher):
     def restore(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "rb") as f:
             self.__dict__.update(pickle.load(f))
+        if isinstance(self.charges, list):  # saved before charges were keyed by trial id
+            self.charges = {f"saved-{i}": c for i, c in enumerate(self.charges)}
         self.live = set()  # trials that were running are re-run or retried by Tune on restore
 
 
@@ -263,6 +273,10 @@ def run_ray(settings: SearchSettings, progress: SearchProgress | None = None) ->
             f"study {settings.study_name!r} already has Ray results in {exp}; pass --resume to continue it, "
             "or choose another --study"
         )
+    if settings.resume and not tune.Tuner.can_restore(str(exp)):
+        raise ValueError(
+            f"study {settings.study_name!r} has no Ray results in {exp} to resume; drop --resume to start it"
+        )
     gpus = settings.gpus_per_trial
     if gpus is None:
         gpus = 1 if pick_device().type == "cuda" else 0
@@ -280,7 +294,7 @@ def run_ray(settings: SearchSettings, progress: SearchProgress | None = None) ->
         tune.with_parameters(ray_trial, settings=_settings_dict(settings)),
         {"cpu": settings.cpus_per_trial, "gpu": gpus},
     )
-    if settings.resume and tune.Tuner.can_restore(str(exp)):
+    if settings.resume:
         _progress_callback(settings, progress)  # the restored callback finds this view by the study's name
         tuner = tune.Tuner.restore(str(exp), trainable=trainable, resume_errored=True)
     else:
@@ -300,6 +314,17 @@ def run_ray(settings: SearchSettings, progress: SearchProgress | None = None) ->
             ),
         )
     return tuner.fit()
+
+
+def _times(result: dict[str, Any]) -> tuple[Any, Any]:
+    """(start, end) of a trial as UTC datetimes, from its result's timestamp and duration (the attempt that
+    finished, when it was retried)."""
+    from datetime import UTC, datetime, timedelta
+
+    if "timestamp" not in result:
+        return None, None
+    end = datetime.fromtimestamp(float(result["timestamp"]), UTC)
+    return end - timedelta(seconds=float(result.get("time_total_s", 0.0))), end
 
 
 def collect_ray(settings: SearchSettings) -> tuple[Any, str, BudgetTracker]:
@@ -330,7 +355,7 @@ def collect_ray(settings: SearchSettings) -> tuple[Any, str, BudgetTracker]:
             }
             values = None if failed else {name: result.get(name) for name in objectives}
             number = trial.config.get(_NUMBER, result.get("number", -1))
-            start = result.get("date")
-            rows.append(trial_row(number, "FAIL" if failed else "COMPLETE", attrs, values, start, None))
+            start, end = _times(result)
+            rows.append(trial_row(number, "FAIL" if failed else "COMPLETE", attrs, values, start, end))
     tracker = BudgetTracker.from_dict({"budget": settings.budget, "charges": charges, "elapsed": 0.0})
     return frame_from_rows(rows, objectives), str(exp), tracker

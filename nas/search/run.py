@@ -31,6 +31,7 @@ class SearchOutcome:
     manifest: Path
     interrupted: bool = False
     report: Path | None = None  # None when the study has no completed trial to plot yet
+    ran: int | None = None  # trials this process ran (Optuna; several workers share one study)
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
@@ -48,6 +49,7 @@ def run_search(settings: SearchSettings, console: Console | None = None) -> Sear
     started = datetime.now(UTC).isoformat(timespec="seconds")
     begin = time.perf_counter()
     interrupted = False
+    ran = None
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # a stopped job saves its table like Ctrl-C
     progress = SearchProgress(title, objectives, console)
     try:
@@ -55,7 +57,7 @@ def run_search(settings: SearchSettings, console: Console | None = None) -> Sear
             if settings.backend == "optuna":
                 from nas.search.optuna_driver import run_optuna
 
-                run_optuna(settings, progress)
+                ran = run_optuna(settings, progress)
             else:
                 from nas.search.ray_driver import run_ray
 
@@ -92,7 +94,7 @@ def run_search(settings: SearchSettings, console: Console | None = None) -> Sear
         from results.report import write_report
 
         report = write_report(settings.run_dir)
-    return SearchOutcome(settings.run_dir, frame, manifest, interrupted, report)
+    return SearchOutcome(settings.run_dir, frame, manifest, interrupted, report, ran)
 
 
 def _collect(settings: SearchSettings) -> tuple[pd.DataFrame, str, Any]:

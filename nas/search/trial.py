@@ -10,6 +10,7 @@ evaluator's supernet training is returned once, by ``setup_cost()``, so that it 
 from __future__ import annotations
 
 import socket
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +38,13 @@ class TrialResult:
         if missing:
             raise KeyError(f"the evaluator reported no {', '.join(missing)}")
         return [float(self.metrics[n]) for n in names]
+
+
+def _ray_node() -> str:
+    ray = sys.modules.get("ray")  # never imported here for an Optuna search
+    if ray is None or not ray.is_initialized():
+        return ""
+    return ray.get_runtime_context().get_node_id()
 
 
 class TrialRunner:
@@ -117,6 +125,13 @@ class TrialRunner:
             self._setup_seconds = time.perf_counter() - start
         return self._evaluator
 
+    def prepare(self) -> None:
+        """Build what every trial shares (imports, data, evaluator, a one-shot supernet) before the first
+        trial's clock, and its timeout, start."""
+        import evaluators.complexity  # noqa: F401 - torch and fvcore, imported once per worker
+
+        self.evaluator()
+
     def setup_cost(self) -> tuple[float, float]:
         """(seconds, devices) of one-off work not yet charged (one-shot supernet training), then (0, 0)."""
         self.evaluator()
@@ -136,7 +151,8 @@ class TrialRunner:
             "params": cost.params,
             "macs": cost.macs,
             "macs_img_size": img_size,
-            "host": socket.gethostname(),  # where it ran (Ray spreads trials over nodes)
+            "host": socket.gethostname(),  # where it ran
+            "node": _ray_node(),  # and on which node of a Ray cluster ('' outside Ray)
         }
         evaluator = self.evaluator()
         if evaluator is not None:

@@ -1,0 +1,144 @@
+"""How a trial fails, whichever driver runs it: a per-trial deadline, the reason kept in the trials table,
+and the memory a failed trial leaves behind.
+
+Every ``fail_reason`` starts with its kind, so the table and the report can be filtered on it:
+
+``timeout:``        the trial ran past ``--trial-timeout``
+``out of memory:``  a CUDA or CPU allocation failed (``torch.OutOfMemoryError``, ``MemoryError``, ...)
+``diverged:``       the training loss became NaN or infinite
+``error:``          any other exception the evaluator raised
+``interrupted:``    Ctrl-C or SIGTERM stopped the search during the trial (it is re-run on ``--resume``)
+``lost:``           its worker died without a word (:mod:`nas.search.liveness`; it is re-run)
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import sys
+import threading
+from types import TracebackType
+
+__all__ = ["TrialTimeout", "deadline", "failure_reason", "release_memory"]
+
+_MAX_REASON = 500
+_IMPORT_RETRY_SECONDS = 0.05
+
+
+class TrialTimeout(Exception):
+    """The trial ran past its time limit."""
+
+
+class deadline:  # lower-case: a context manager, like contextlib's
+    """Raise :class:`TrialTimeout` in the calling thread once ``seconds`` have passed (no limit for None).
+
+    The exception is delivered asynchronously into the thread that entered the block (``main`` or not: a
+    Ray function trainable runs in a thread of its worker), at its next Python bytecode, so a single long
+    C++ kernel finishes first, as it would under SIGALRM, and an import in progress is let finish (an
+    exception inside one would leave a half-built module behind). A block that returns after its deadline (it
+    swallowed the exception, or ended between the timer and delivery) raises :class:`TrialTimeout` too, as
+    does one that fails with another exception after its deadline.
+    """
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self._lock = threading.Lock()
+        self._active = False
+        self._fired = False
+        self._timer: threading.Timer | None = None
+
+    @property
+    def message(self) -> str:
+        return f"trial exceeded its {self.seconds:g} s timeout"
+
+    def __enter__(self) -> deadline:
+        if self.seconds:
+            self._thread = threading.get_ident()
+            self._active = True
+            self._timer = threading.Timer(self.seconds, self._expire)
+            self._timer.daemon = True
+            self._timer.start()
+        return self
+
+    def _expire(self) -> None:
+        with self._lock:
+            if not self._active:
+                return
+            if _importing(self._thread):  # an exception inside an import leaves a half-built module that
+                # breaks every later trial of this process: wait for the import to end
+                self._timer = threading.Timer(_IMPORT_RETRY_SECONDS, self._expire)
+                self._timer.daemon = True
+                self._timer.start()
+                return
+            self._fired = True
+            exc = ctypes.py_object(TrialTimeout)
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread), exc)
+
+    def __exit__(
+        self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._timer is None:
+            return
+        with self._lock:
+            self._active = False
+            self._timer.cancel()
+            fired = self._fired
+            if fired and kind is None:  # fired but not delivered yet: take it back, raise it here instead
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread), None)
+        if fired and (kind is None or not issubclass(kind, KeyboardInterrupt)):
+            raise TrialTimeout(self.message) from None  # whatever the late exception became on its way up
+
+
+def _importing(thread: int) -> bool:
+    """Whether ``thread`` is inside the import machinery now."""
+    frame = sys._current_frames().get(thread)
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _is_out_of_memory(err: BaseException) -> bool:
+    if isinstance(err, MemoryError):
+        return True
+    try:
+        import torch
+
+        if isinstance(err, torch.OutOfMemoryError):
+            return True
+    except (ImportError, AttributeError):
+        pass
+    text = str(err).lower()
+    return "out of memory" in text or "can't allocate memory" in text or "cannot allocate memory" in text
+
+
+def failure_reason(err: BaseException) -> str:
+    """One line for the trials table: ``<kind>: <exception type>: <first line of its message>``."""
+    first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    if isinstance(err, TrialTimeout):
+        kind = "timeout"
+        first = first or "trial exceeded its time limit"
+    elif isinstance(err, KeyboardInterrupt):
+        kind = "interrupted"
+        first = first or "the search was stopped (Ctrl-C or SIGTERM) during the trial"
+    elif _is_out_of_memory(err):
+        kind = "out of memory"
+    elif type(err).__name__ == "TrainingDiverged":
+        kind = "diverged"
+    else:
+        kind = "error"
+    return f"{kind}: {type(err).__name__}: {first}"[:_MAX_REASON]
+
+
+def release_memory() -> None:
+    """Free what a failed trial left: its frames' tensors (garbage) and CUDA's cached blocks, so that one
+    out-of-memory trial does not make the next ones fail too. Call it after the exception is dropped."""
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except ImportError:
+        pass

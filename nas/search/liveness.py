@@ -1,0 +1,195 @@
+"""Which running trials of a shared Optuna study are still alive, and what to do with those that are not.
+
+A worker killed mid-trial (SIGKILL, out-of-memory killer, a lost machine) leaves its trial RUNNING in the
+storage for ever. Every trial therefore records, as user attributes, the ``worker`` that runs it (host, a
+machine id, pid and the process's start time) and a ``heartbeat`` (Unix time) refreshed every
+:data:`HEARTBEAT_SECONDS` while it runs. A RUNNING trial is *lost* when
+
+- its worker ran on this machine and that process is gone (or the pid now belongs to a younger process):
+  known at once, so a search resumed after a kill recovers immediately; or
+- its last heartbeat (its start, before the first one) is older than :data:`LOST_AFTER_SECONDS`: a worker on
+  another machine that stopped without a word. Heartbeats are the writer's clock, so machines sharing a
+  study should keep their clocks within a minute (NTP).
+
+:func:`fail_lost_trials` marks each lost trial FAIL with a ``fail_reason`` starting ``lost:`` and enqueues
+its architecture again (``rerun_of`` names the lost trial), so the search re-runs it under a new number. Two
+workers finding the same lost trial race on the state change; only the winner enqueues the re-run. A lost
+trial is charged as overhead (the time up to its last heartbeat): it spends a time budget, but does not count
+as one of a ``trials`` budget's trials.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.exceptions import UpdateFinishedTrialError
+from optuna.trial import FrozenTrial, TrialState
+
+from nas.search.budget import TrialCost
+
+__all__ = [
+    "HEARTBEAT_SECONDS",
+    "LOST_AFTER_SECONDS",
+    "Heartbeat",
+    "fail_lost_trials",
+    "lost_reason",
+    "this_worker",
+    "worker_alive",
+]
+
+HEARTBEAT_SECONDS = 30.0
+LOST_AFTER_SECONDS = 120.0
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return ""
+
+
+def _machine() -> str:
+    """This machine's identity for pid checks: host name, boot id and pid namespace (Linux; else the host
+    name alone, which is not trusted for pid checks). Containers on one host share the boot id but not the
+    pid namespace; two boots of one machine differ in boot id."""
+    boot = _read("/proc/sys/kernel/random/boot_id")
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = ""
+    if not boot or not namespace:
+        return ""
+    return f"{socket.gethostname()}/{boot}/{namespace}"
+
+
+def _process_start(pid: int) -> str:
+    """The start time of ``pid`` in clock ticks since boot (Linux ``/proc``), '' if unknown or gone."""
+    stat = _read(f"/proc/{pid}/stat")
+    if not stat:
+        return ""
+    return stat.rsplit(")", 1)[-1].split()[19]  # field 22; the command name may hold spaces and ')'
+
+
+def this_worker() -> dict[str, Any]:
+    pid = os.getpid()
+    return {"host": socket.gethostname(), "machine": _machine(), "pid": pid, "started": _process_start(pid)}
+
+
+def worker_alive(worker: dict[str, Any]) -> bool | None:
+    """Whether the process ``worker`` names still runs: True / False on this machine, None elsewhere (or
+    where it cannot be told)."""
+    machine = worker.get("machine")
+    if not machine or machine != _machine():
+        return None
+    pid = int(worker.get("pid", -1))
+    started = _process_start(pid)
+    if not started:
+        return False  # no such process
+    return started == worker.get("started")  # a pid reused by a younger process is not our worker
+
+
+_RUNNING_HERE: set[int] = set()  # storage ids of the trials this process is running now
+
+
+def lost_reason(
+    trial: FrozenTrial, now: float | None = None, after: float = LOST_AFTER_SECONDS
+) -> str | None:
+    """Why the RUNNING ``trial`` is lost, or None while it may still be running."""
+    now = time.time() if now is None else now
+    worker = trial.user_attrs.get("worker") or {}
+    host = worker.get("host", "an unknown host")
+    if worker:
+        alive = worker_alive(worker)
+        if alive and worker.get("pid") == os.getpid() and trial._trial_id not in _RUNNING_HERE:
+            # this very process, which runs no such trial now: an earlier search in it (the Python API)
+            # ended without telling this trial's outcome
+            return "lost: an earlier search in this process ended without finishing it"
+        if alive is False:
+            pid = worker.get("pid")
+            return f"lost: its worker (pid {pid} on {host}) stopped mid-trial (killed or crashed)"
+        if alive:
+            return None
+    started = trial.datetime_start.timestamp() if trial.datetime_start else now
+    last = float(trial.user_attrs.get("heartbeat", started))
+    if now - last > after:
+        return (
+            f"lost: no heartbeat from its worker on {host} for {now - last:.0f} s "
+            "(killed, crashed or its machine stopped)"
+        )
+    return None
+
+
+def _rerun_params(trial: FrozenTrial) -> dict[str, Any] | None:
+    """The parameters that re-run ``trial``'s architecture: its suggested ones over those it was enqueued
+    with; None when it was lost before its architecture was sampled (nothing to re-run)."""
+    fixed = dict(trial.system_attrs.get("fixed_params") or {})
+    if not trial.user_attrs.get("arch_json") and not fixed:
+        return None
+    return {**fixed, **trial.params}
+
+
+def fail_lost_trials(study: optuna.Study, after: float = LOST_AFTER_SECONDS) -> list[int]:
+    """Mark the study's lost RUNNING trials FAIL (reason recorded) and enqueue their re-runs; returns the
+    numbers of the trials this call failed."""
+    failed = []
+    now = time.time()
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        reason = lost_reason(trial, now, after)
+        if reason is None:
+            continue
+        storage, trial_id = study._storage, trial._trial_id
+        try:
+            start = trial.datetime_start.timestamp() if trial.datetime_start else now
+            seconds = max(0.0, float(trial.user_attrs.get("heartbeat", start)) - start)
+            cost = TrialCost.of(seconds, label=f"lost trial {trial.number}", overhead=True)
+            storage.set_trial_user_attr(trial_id, "cost", cost.to_dict())
+            storage.set_trial_user_attr(trial_id, "fail_reason", reason)
+            if not storage.set_trial_state_values(trial_id, TrialState.FAIL):
+                continue
+        except UpdateFinishedTrialError:
+            continue  # it finished meanwhile, or another worker failed it first
+        failed.append(trial.number)
+        params = _rerun_params(trial)
+        if params is not None:
+            attrs = {"rerun_of": trial.number}
+            if trial.user_attrs.get("baseline"):
+                attrs["baseline"] = trial.user_attrs["baseline"]
+            study.enqueue_trial(params, user_attrs=attrs)
+    return failed
+
+
+class Heartbeat:
+    """Records this worker on ``trial`` and refreshes its ``heartbeat`` every ``interval`` seconds from a
+    daemon thread until the block ends (a context manager around one trial's evaluation)."""
+
+    def __init__(self, trial: optuna.Trial, interval: float = HEARTBEAT_SECONDS) -> None:
+        self.trial, self.interval = trial, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="nas-heartbeat", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        _RUNNING_HERE.add(self.trial._trial_id)
+        self.trial.set_user_attr("worker", this_worker())
+        self.trial.set_user_attr("heartbeat", time.time())
+        self._thread.start()
+        return self
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.trial.set_user_attr("heartbeat", time.time())
+            except UpdateFinishedTrialError:
+                return
+            except Exception:  # a storage hiccup: the next beat tries again
+                continue
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        _RUNNING_HERE.discard(self.trial._trial_id)

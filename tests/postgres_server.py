@@ -1,0 +1,81 @@
+"""A real PostgreSQL server for the tests: Debian's binaries (package ``postgresql``), a fresh cluster in a
+temporary directory, on a free localhost port, run as the ``postgres`` user when the tests run as root
+(PostgreSQL refuses root), stopped and removed afterwards. The machine's own clusters are never touched."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+__all__ = ["PostgresServer", "postgres_bin"]
+
+
+def postgres_bin() -> Path | None:
+    """The newest installed ``/usr/lib/postgresql/<version>/bin`` (None if PostgreSQL is not installed)."""
+    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"), key=lambda p: int(p.parts[-3]))
+    return versions[-1].parent if versions else None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class PostgresServer:
+    def __init__(self, bin_dir: Path) -> None:
+        self.bin = bin_dir
+        self.port = _free_port()
+        self.user = "postgres" if os.geteuid() == 0 else None
+        # under /tmp, not pytest's root-only tmp: the postgres user must reach it
+        self.root = Path(tempfile.mkdtemp(prefix="nas-pg-", dir="/tmp"))
+        self.data = self.root / "data"
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://nas@127.0.0.1:{self.port}/nas"
+
+    def _run(self, *command: str) -> None:
+        done = subprocess.run(
+            [str(self.bin / command[0]), *command[1:]], user=self.user, capture_output=True, text=True
+        )
+        if done.returncode:
+            raise RuntimeError(f"{command[0]} failed: {done.stdout[-2000:]}{done.stderr[-2000:]}")
+
+    def start(self) -> PostgresServer:
+        if self.user:
+            shutil.chown(self.root, self.user)
+        self._run("initdb", "-D", str(self.data), "-U", "nas", "--auth=trust", "-E", "UTF8", "--no-sync")
+        log = (self.root / "server.log").open("w")
+        self.proc = subprocess.Popen(
+            [str(self.bin / "postgres"), "-D", str(self.data), "-p", str(self.port), "-k", str(self.root),
+             "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=50"],
+            user=self.user, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        log.close()
+        deadline = time.time() + 60
+        while subprocess.run(
+            [str(self.bin / "pg_isready"), "-h", "127.0.0.1", "-p", str(self.port)], capture_output=True
+        ).returncode:
+            if self.proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError(f"PostgreSQL did not start: {(self.root / 'server.log').read_text()}")
+            time.sleep(0.2)
+        self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "nas", "nas")
+        return self
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)  # "fast" shutdown
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.root, ignore_errors=True)

@@ -1,0 +1,93 @@
+"""A search whose trials fail in every way a real one does (a diverged run, out of memory, past its timeout,
+an evaluator error) records each as failed with its reason, goes on, and lists them in its report."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pandas as pd
+import pytest
+import torch
+
+from evaluators.proxy import ProxyEvaluator, TrainConfig
+from nas.arch import Arch
+from nas.search.run import run_search
+from nas.search.settings import SearchSettings
+from nas.search.trial import TrialRunner
+
+pytestmark = pytest.mark.integration
+
+TIMEOUT = 5.0
+
+
+class FaultSchedule:
+    """Real proxy training of each architecture, but the n-th call fails as ``faults[n]`` says."""
+
+    faults: ClassVar[dict[int, str]] = {1: "diverge", 2: "oom", 3: "hang", 4: "error"}
+
+    def __init__(self, runner: TrialRunner) -> None:
+        profile = replace(runner.profile, epochs=1, train_samples=256, val_samples=256, batch_size=64)
+        self.calls = 0
+        self.normal = ProxyEvaluator(profile, runner.data(), seed=0)
+        # a learning rate that makes the loss NaN within a few steps: a real divergence, caught by the trainer
+        self.diverging = ProxyEvaluator(
+            profile, runner.data(), seed=0, config=TrainConfig(lr=1e6, warmup_epochs=0)
+        )
+        self.endless = ProxyEvaluator(replace(profile, epochs=10_000), runner.data(), seed=0)
+
+    def evaluate(self, arch: Arch, report: Any = None) -> dict[str, Any]:
+        fault = self.faults.get(self.calls)
+        self.calls += 1
+        if fault == "diverge":
+            return self.diverging.evaluate(arch)
+        if fault == "oom":  # what a too-large network raises on a GPU; this machine has none
+            raise torch.OutOfMemoryError(
+                "CUDA out of memory. Tried to allocate 20.00 GiB (simulated on the CPU)"
+            )
+        if fault == "hang":
+            return self.endless.evaluate(arch)  # real training that would run for hours: the timeout stops it
+        if fault == "error":
+            raise ValueError("the evaluator failed on this architecture (simulated)")
+        return self.normal.evaluate(arch)
+
+
+def test_each_kind_of_failure_is_recorded_and_the_search_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    schedules: list[FaultSchedule] = []
+
+    def evaluator(self: TrialRunner) -> FaultSchedule:
+        if self._evaluator is None:
+            self._evaluator = FaultSchedule(self)
+            schedules.append(self._evaluator)
+        return self._evaluator
+
+    monkeypatch.setattr(TrialRunner, "evaluator", evaluator)
+    settings = SearchSettings(
+        space="sasa",
+        evaluator="proxy",
+        budget="8trials",
+        baselines=False,
+        trial_timeout=TIMEOUT,
+        runs_dir=str(tmp_path),
+        study="faults",
+    )
+    outcome = run_search(settings)
+    table = outcome.trials.set_index("number")
+    assert len(table) == 8 and schedules[0].calls == 8  # every failure was followed by more trials
+    reasons = table["fail_reason"]
+    assert reasons[1].startswith("diverged: TrainingDiverged: training diverged") and "loss nan" in reasons[1]
+    assert reasons[2].startswith("out of memory: OutOfMemoryError: CUDA out of memory")
+    assert reasons[3] == f"timeout: TrialTimeout: trial exceeded its {TIMEOUT:g} s timeout"
+    assert reasons[4].startswith("error: ValueError: the evaluator failed")
+    assert list(table["state"]) == ["COMPLETE"] + ["FAIL"] * 4 + ["COMPLETE"] * 3
+    complete = table[table["state"] == "COMPLETE"]
+    assert complete["top1"].between(0, 100).all() and complete["macs"].gt(0).all()
+    assert TIMEOUT <= table.loc[3, "cost_seconds"] < TIMEOUT + 5  # stopped at its deadline, and charged
+    saved = pd.read_csv(tmp_path / "faults" / "trials.csv", keep_default_na=False).set_index("number")
+    assert list(saved["fail_reason"]) == list(reasons.fillna(""))
+    report = outcome.report.read_text()
+    for number in range(1, 5):  # the report lists every failed trial with its reason
+        assert reasons[number].split(":")[0] in report and f">{number}<" in report

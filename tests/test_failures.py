@@ -1,0 +1,153 @@
+"""The pieces behind failing trials: the per-trial deadline (in any thread), the recorded reason of each kind
+of failure, and which RUNNING trials are lost."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timedelta
+
+import optuna
+import pytest
+import torch
+from optuna.trial import TrialState
+
+from evaluators.proxy import TrainingDiverged
+from nas.search import liveness
+from nas.search.failures import TrialTimeout, deadline, failure_reason
+from nas.search.liveness import fail_lost_trials, lost_reason, this_worker, worker_alive
+
+
+def _spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        sum(range(1000))
+
+
+def test_deadline_interrupts_python_work_in_the_main_thread() -> None:
+    start = time.perf_counter()
+    with pytest.raises(TrialTimeout, match=r"exceeded its 0.2 s timeout"), deadline(0.2):
+        _spin(5)
+    assert time.perf_counter() - start < 2
+
+
+def test_deadline_interrupts_a_worker_thread_as_ray_runs_trials() -> None:
+    caught: list[BaseException] = []
+
+    def trial() -> None:
+        try:
+            with deadline(0.2):
+                _spin(5)
+        except TrialTimeout as err:
+            caught.append(err)
+
+    worker = threading.Thread(target=trial)
+    start = time.perf_counter()
+    worker.start()
+    worker.join(10)
+    assert len(caught) == 1 and time.perf_counter() - start < 2
+
+
+def test_deadline_leaves_a_fast_block_alone_and_does_not_fire_later() -> None:
+    with deadline(0.3):
+        _spin(0.01)
+    _spin(0.6)  # a stale timer would land here
+    with deadline(None):
+        _spin(0.01)
+
+
+def test_a_block_that_swallows_the_timeout_still_fails() -> None:
+    # the inner suppress is a library catching everything
+    with pytest.raises(TrialTimeout), deadline(0.1), contextlib.suppress(TrialTimeout):
+        _spin(1)
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        (TrialTimeout("trial exceeded its 3 s timeout"), "timeout: "),
+        (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), "out of memory: "),
+        (
+            RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes"),
+            "out of ",
+        ),
+        (MemoryError(), "out of memory: MemoryError"),
+        (TrainingDiverged(1, 3, float("nan"), "a"), "diverged: TrainingDiverged: training diverged for a"),
+        (ValueError("bad\nsecond line"), "error: ValueError: bad"),
+        (KeyboardInterrupt(), "interrupted: "),
+    ],
+)
+def test_failure_reason_names_the_kind_in_one_line(error: BaseException, kind: str) -> None:
+    reason = failure_reason(error)
+    assert reason.startswith(kind) and "\n" not in reason and len(reason) <= 500
+
+
+def _running_trial(study: optuna.Study, here: bool = False, **attrs: object) -> optuna.trial.FrozenTrial:
+    """A RUNNING trial with these records; ``here``: as if this process were running it now."""
+    trial = study.ask()
+    trial.suggest_int("x", 0, 9)
+    for key, value in attrs.items():
+        trial.set_user_attr(key, value)
+    trial.set_user_attr("arch_json", "{}")
+    if here:
+        liveness._RUNNING_HERE.add(trial._trial_id)
+    return study._storage.get_trial(trial._trial_id)
+
+
+def test_lost_trials_are_told_apart_from_live_ones() -> None:
+    study = optuna.create_study()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    me = this_worker()
+    gone = {**me, "pid": dead.pid, "started": "1"}
+    reused = {**me, "started": "1"}  # our pid, but another process's start time
+    elsewhere = {**me, "machine": "other-host/boot/pid:[1]", "host": "other-host"}
+    now = datetime.now().timestamp()
+    assert lost_reason(_running_trial(study, here=True, worker=me)) is None
+    # this process, but not running it now: left by an earlier search in the same Python session
+    assert "earlier search in this process" in lost_reason(_running_trial(study, worker=me))
+    assert worker_alive(me) is True and worker_alive(gone) is False and worker_alive(elsewhere) is None
+    assert "stopped mid-trial" in lost_reason(_running_trial(study, worker=gone))
+    assert "stopped mid-trial" in lost_reason(_running_trial(study, worker=reused))
+    fresh = _running_trial(study, worker=elsewhere, heartbeat=now - 10)
+    stale = _running_trial(study, worker=elsewhere, heartbeat=now - 600)
+    assert lost_reason(fresh, now) is None
+    assert "no heartbeat from its worker on other-host for 600 s" in lost_reason(stale, now)
+    later = (datetime.now() + timedelta(minutes=10)).timestamp()
+    assert "no heartbeat" in lost_reason(_running_trial(study), later)  # no record at all: by its start
+
+
+def test_fail_lost_trials_fails_each_once_and_enqueues_the_rerun() -> None:
+    study = optuna.create_study()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    lost = _running_trial(study, worker={**this_worker(), "pid": dead.pid}, baseline="ResNet-26")
+    live = _running_trial(study, here=True, worker=this_worker())
+    assert fail_lost_trials(study) == [lost.number]
+    assert fail_lost_trials(study) == []  # already failed: nothing to do twice
+    states = {t.number: t for t in study.get_trials(deepcopy=False)}
+    assert states[lost.number].state == TrialState.FAIL
+    assert states[lost.number].user_attrs["fail_reason"].startswith("lost: ")
+    assert states[lost.number].user_attrs["cost"]["overhead"] is True  # not one of a trials budget's
+    assert states[live.number].state == TrialState.RUNNING
+    waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+    assert len(waiting) == 1 and waiting[0].user_attrs == {"rerun_of": lost.number, "baseline": "ResNet-26"}
+    rerun = study.ask()
+    assert rerun.suggest_int("x", 0, 9) == lost.params["x"]  # the same architecture again
+
+
+def test_the_deadline_waits_for_an_import_in_progress(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A timeout inside an import would leave a half-built module that breaks every later trial."""
+    (tmp_path / "slow_module_for_deadline.py").write_text(
+        "import time\nend = time.perf_counter() + 0.5\n"
+        "while time.perf_counter() < end:\n    pass\nDONE = True\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(TrialTimeout), deadline(0.05):
+        import slow_module_for_deadline  # noqa: F401
+
+        _spin(5)
+    assert sys.modules["slow_module_for_deadline"].DONE
