@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cheap_search import cheap_settings
 from typer.testing import CliRunner
 
 from nas.arch import Arch
@@ -405,20 +406,7 @@ def test_cli_bad_input_is_one_sentence_exit_2_and_leaves_the_study(
 
 
 def _settings(env: Env, **changes: Any):
-    from nas.search.settings import SearchSettings
-
-    values: dict[str, Any] = {
-        "space": "sasa",
-        "evaluator": "complexity",
-        "objectives": ("macs", "params"),
-        "budget": "3trials",
-        "macs_img_size": 32,
-        "runs_dir": str(env.runs),
-        "study": STUDY,
-        "resume": True,
-    }
-    values.update(changes)
-    return SearchSettings(**values)
+    return cheap_settings(env.runs, **{"budget": "3trials", "study": STUDY, "resume": True, **changes})
 
 
 def _run(env: Env, **changes: Any) -> None:

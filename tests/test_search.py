@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from cheap_search import cheap_settings
 from typer.testing import CliRunner
 
 from nas.cli import app
@@ -19,17 +20,7 @@ SASA_BASELINES = list(get_space("sasa").baselines())
 
 
 def _settings(tmp_path: Path, **changes: object) -> SearchSettings:
-    values: dict[str, object] = {
-        "space": "sasa",
-        "evaluator": "complexity",
-        "objectives": ("macs", "params"),
-        "budget": "6trials",
-        "macs_img_size": 32,  # MACs of small images: the search logic is under test, not fvcore
-        "runs_dir": str(tmp_path),
-        "study": "t",
-    }
-    values.update(changes)
-    return SearchSettings(**values)
+    return cheap_settings(tmp_path, **changes)
 
 
 @pytest.mark.parametrize(

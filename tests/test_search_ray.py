@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from cheap_search import cheap_settings
 
 from nas.search.run import run_search
 from nas.search.settings import SearchSettings
@@ -14,17 +15,7 @@ pytestmark = pytest.mark.integration
 
 
 def _settings(tmp_path: Path, **changes: object) -> SearchSettings:
-    values: dict[str, object] = {
-        "space": "sasa",
-        "evaluator": "complexity",
-        "objectives": ("macs", "params"),
-        "budget": "30trials",
-        "macs_img_size": 32,
-        "runs_dir": str(tmp_path),
-        "study": "t",
-    }
-    values.update(changes)
-    return SearchSettings(**values)
+    return cheap_settings(tmp_path, **{"budget": "30trials", **changes})
 
 
 @pytest.fixture(scope="module")
