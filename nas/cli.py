@@ -8,7 +8,6 @@ with exit code 2.
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -369,11 +368,7 @@ def search(
     ] = None,
 ) -> None:
     """Search a space: sample architectures, evaluate them, keep the study; writes runs/<study>/."""
-    with _user_errors(), warnings.catch_warnings():
-        from optuna.exceptions import ExperimentalWarning
-
-        # optuna flags the TPE options the driver relies on as experimental: noise on a user's terminal
-        warnings.simplefilter("ignore", ExperimentalWarning)
+    with _user_errors():
         from nas.search.run import run_search
         from nas.search.settings import SearchSettings
 

@@ -37,6 +37,7 @@ __all__ = [
     "HEARTBEAT_SECONDS",
     "LOST_AFTER_SECONDS",
     "Heartbeat",
+    "enqueue_rerun",
     "fail_lost_trials",
     "lost_reason",
     "this_worker",
@@ -125,13 +126,17 @@ def lost_reason(
     return None
 
 
-def _rerun_params(trial: FrozenTrial) -> dict[str, Any] | None:
-    """The parameters that re-run ``trial``'s architecture: its suggested ones over those it was enqueued
-    with; None when it was lost before its architecture was sampled (nothing to re-run)."""
+def enqueue_rerun(study: optuna.Study, trial: FrozenTrial) -> None:
+    """Enqueue ``trial``'s architecture again (``rerun_of`` names it; a baseline keeps its name): its
+    suggested parameters over those it was enqueued with. Nothing is enqueued for a trial stopped before its
+    architecture was sampled: nothing of it was evaluated, and the sampler will propose anew."""
     fixed = dict(trial.system_attrs.get("fixed_params") or {})
     if not trial.user_attrs.get("arch_json") and not fixed:
-        return None
-    return {**fixed, **trial.params}
+        return
+    attrs: dict[str, Any] = {"rerun_of": trial.number}
+    if trial.user_attrs.get("baseline"):
+        attrs["baseline"] = trial.user_attrs["baseline"]
+    study.enqueue_trial({**fixed, **trial.params}, user_attrs=attrs)
 
 
 def fail_lost_trials(study: optuna.Study, after: float = LOST_AFTER_SECONDS) -> list[int]:
@@ -155,12 +160,7 @@ def fail_lost_trials(study: optuna.Study, after: float = LOST_AFTER_SECONDS) -> 
         except UpdateFinishedTrialError:
             continue  # it finished meanwhile, or another worker failed it first
         failed.append(trial.number)
-        params = _rerun_params(trial)
-        if params is not None:
-            attrs = {"rerun_of": trial.number}
-            if trial.user_attrs.get("baseline"):
-                attrs["baseline"] = trial.user_attrs["baseline"]
-            study.enqueue_trial(params, user_attrs=attrs)
+        enqueue_rerun(study, trial)
     return failed
 
 

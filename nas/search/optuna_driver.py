@@ -27,7 +27,7 @@ from optuna.trial import TrialState
 
 from nas.search.budget import BudgetTracker, TrialCost
 from nas.search.failures import deadline, failure_reason, release_memory
-from nas.search.liveness import Heartbeat, fail_lost_trials
+from nas.search.liveness import Heartbeat, enqueue_rerun, fail_lost_trials
 from nas.search.progress import SearchProgress
 from nas.search.settings import SearchSettings
 from nas.search.trial import TrialRunner
@@ -234,7 +234,7 @@ def _evaluate(
         row.update(state="COMPLETE", values=values)
     except KeyboardInterrupt as err:
         _fail(study, trial, runner, start, failure_reason(err), overhead=True)
-        _enqueue_rerun(study, trial)
+        enqueue_rerun(study, study._storage.get_trial(trial._trial_id))  # --resume runs it again
         raise
     except Exception as err:  # the search goes on; the reason is kept in the trials table
         reason = failure_reason(err)
@@ -261,17 +261,6 @@ def _fail(
     trial.set_user_attr("fail_reason", reason)
     study.tell(trial, state=TrialState.FAIL)
     return cost
-
-
-def _enqueue_rerun(study: optuna.Study, trial: optuna.Trial) -> None:
-    """Enqueue an interrupted trial's architecture, so ``--resume`` runs it again (under a new number)."""
-    frozen = study._storage.get_trial(trial._trial_id)
-    params = {**(frozen.system_attrs.get("fixed_params") or {}), **frozen.params}
-    if params:
-        attrs: dict[str, Any] = {"rerun_of": trial.number}
-        if frozen.user_attrs.get("baseline"):
-            attrs["baseline"] = frozen.user_attrs["baseline"]
-        study.enqueue_trial(params, user_attrs=attrs)
 
 
 def _jsonable(metrics: dict[str, Any]) -> dict[str, Any]:
