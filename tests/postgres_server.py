@@ -7,11 +7,12 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+from processes import free_port, stop
 
 __all__ = ["PostgresServer", "postgres_bin"]
 
@@ -22,16 +23,10 @@ def postgres_bin() -> Path | None:
     return versions[-1].parent if versions else None
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class PostgresServer:
     def __init__(self, bin_dir: Path) -> None:
         self.bin = bin_dir
-        self.port = _free_port()
+        self.port = free_port()
         self.user = "postgres" if os.geteuid() == 0 else None
         # under /tmp, not pytest's root-only tmp: the postgres user must reach it
         self.root = Path(tempfile.mkdtemp(prefix="nas-pg-", dir="/tmp"))
@@ -71,11 +66,5 @@ class PostgresServer:
         return self
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)  # "fast" shutdown
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop(self.proc, signal.SIGINT)  # PostgreSQL's "fast" shutdown
         shutil.rmtree(self.root, ignore_errors=True)

@@ -10,20 +10,15 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from processes import free_port, stop
+
 RAY = str(Path(sys.executable).with_name("ray"))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def cluster_env(folder: Path) -> dict[str, str]:
@@ -120,13 +115,7 @@ class RayNode:
 
     def stop(self) -> None:
         """SIGTERM to ``ray start --block``, which stops the processes it started."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop(self.proc, signal.SIGTERM)
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
