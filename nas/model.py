@@ -13,12 +13,23 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 from timm.layers import LayerNorm
+from torch.overrides import TorchFunctionMode
 
-from nas.arch import Arch, Stage
+from nas.arch import Arch, Head, Stage
 from nas.ops import BLOCKS, STEMS, MixerCfg
 from nas.ops._layers import out_size
 
-__all__ = ["BlockSpec", "NasNet", "build_model", "count_params", "mixer_cfg", "plan_blocks"]
+__all__ = [
+    "BlockSpec",
+    "NasNet",
+    "SkipMetaInit",
+    "build_model",
+    "check_img_size",
+    "count_params",
+    "head_layers",
+    "mixer_cfg",
+    "plan_blocks",
+]
 
 
 def mixer_cfg(stage: Stage, feat_size: tuple[int, int]) -> MixerCfg:
@@ -68,6 +79,43 @@ def plan_blocks(
     return specs, size
 
 
+def check_img_size(arch: Arch, img_size: int | tuple[int, int]) -> tuple[int, int]:
+    """``img_size`` as (H, W); ValueError if a side is below the arch's total stride (the one size rule)."""
+    size = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
+    if min(size) < arch.min_img_size:
+        raise ValueError(
+            f"image size {size[0]}x{size[1]} is too small for {arch.key}: its total stride is "
+            f"{arch.stride}, so each side must be at least {arch.min_img_size} px"
+        )
+    return size
+
+
+def head_layers(
+    head: Head, in_dim: int, num_classes: int = 1000, drop_rate: float = 0.0
+) -> tuple[nn.Module, nn.Module, nn.Module, nn.Module, int]:
+    """The layers after the global average pool of a ``head`` on ``in_dim`` channels: ``head_norm``,
+    ``pre_logits``, ``head_drop``, ``fc``, and the width the classifier sees (``head_hidden_size``)."""
+    norm = LayerNorm(in_dim) if head.kind in ("norm", "mlp") else nn.Identity()
+    pre_logits: nn.Module = nn.Identity()
+    if head.kind == "mlp":
+        pre_logits = nn.Sequential(nn.Linear(in_dim, head.width), nn.Tanh())
+        in_dim = head.width
+    fc = nn.Linear(in_dim, num_classes) if num_classes > 0 else nn.Identity()
+    return norm, pre_logits, nn.Dropout(drop_rate), fc, in_dim
+
+
+class SkipMetaInit(TorchFunctionMode):
+    """Skip in-place ops (weight initialization) on meta tensors: they have no values to set, and torch runs
+    them through slow reference implementations (two thirds of a meta build's time otherwise). Use as
+    ``with torch.device("meta"), SkipMetaInit(): build_model(...)``."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name.endswith("_") and not name.startswith("_") and args and getattr(args[0], "is_meta", False):
+            return args[0]
+        return func(*args, **(kwargs or {}))
+
+
 class NasNet(nn.Module):
     """Stem -> stages of blocks -> global average pool -> head -> classifier."""
 
@@ -81,12 +129,7 @@ class NasNet(nn.Module):
         drop_rate: float = 0.0,
     ) -> None:
         super().__init__()
-        size = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
-        if min(size) < arch.min_img_size:
-            raise ValueError(
-                f"image size {size[0]}x{size[1]} is too small for {arch.key}: its total stride is "
-                f"{arch.stride}, so each side must be at least {arch.min_img_size} px"
-            )
+        size = check_img_size(arch, img_size)
         self.arch = arch
         self.num_classes = num_classes
         self.in_chans = in_chans
@@ -99,15 +142,9 @@ class NasNet(nn.Module):
             stages[spec.stage].append(spec.build())
         self.stages = nn.Sequential(*(nn.Sequential(*blocks) for blocks in stages))
         in_dim = arch.stages[-1].width if arch.stages else arch.stem.width
-        head = arch.head
-        self.head_norm = LayerNorm(in_dim) if head.kind in ("norm", "mlp") else nn.Identity()
-        self.pre_logits = nn.Identity()
-        if head.kind == "mlp":
-            self.pre_logits = nn.Sequential(nn.Linear(in_dim, head.width), nn.Tanh())
-            in_dim = head.width
-        self.head_drop = nn.Dropout(drop_rate)
-        self.head_hidden_size = in_dim
-        self.fc = nn.Linear(in_dim, num_classes) if num_classes > 0 else nn.Identity()
+        self.head_norm, self.pre_logits, self.head_drop, self.fc, self.head_hidden_size = head_layers(
+            arch.head, in_dim, num_classes, drop_rate
+        )
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         return self.stages(self.stem(x))  # (B, num_features, H / stride, W / stride)

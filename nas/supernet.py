@@ -35,10 +35,9 @@ from typing import TYPE_CHECKING
 
 import torch
 import torch.nn as nn
-from torch.overrides import TorchFunctionMode
 
 from nas.arch import Arch, Stem
-from nas.model import NasNet, build_model, plan_blocks
+from nas.model import NasNet, SkipMetaInit, build_model, plan_blocks
 from nas.ops import STEMS
 from nas.ops.local_attention import LocalAttention
 from nas.ops.rel_attention import RelAttention
@@ -49,17 +48,6 @@ if TYPE_CHECKING:
 __all__ = ["Supernet"]
 
 Slicer = Callable[[torch.Tensor], torch.Tensor]
-
-
-class _SkipMetaInit(TorchFunctionMode):
-    """Skip in-place ops (weight initialization) on meta tensors: they have no values to set, and torch runs
-    them through slow reference implementations (two thirds of a supernet's build time otherwise)."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        name = getattr(func, "__name__", "")
-        if name.endswith("_") and not name.startswith("_") and args and getattr(args[0], "is_meta", False):
-            return args[0]
-        return func(*args, **(kwargs or {}))
 
 
 def _stem_group(stem: Stem) -> str:
@@ -203,7 +191,7 @@ class Supernet(nn.Module):
         return build_model(self._proxy(arch), self.num_classes, self.in_chans, self.img_size)
 
     def _meta_net(self, arch: Arch) -> NasNet:
-        with torch.device("meta"), _SkipMetaInit():
+        with torch.device("meta"), SkipMetaInit():
             return self._real_net(arch)
 
     def _fresh_group(self, arch: Arch, group: str) -> dict[str, torch.Tensor]:

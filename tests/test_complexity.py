@@ -12,7 +12,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
-from evaluators.complexity import count, flop_count_analysis, latency_ms, macs_of
+from evaluators.complexity import (
+    clear_count_cache,
+    count,
+    count_traced,
+    flop_count_analysis,
+    latency_ms,
+    macs_of,
+)
 from nas import build_model
 from nas.arch import BLOCK_MIXERS, STEM_KINDS, Stage
 from nas.model import mixer_cfg
@@ -189,6 +196,74 @@ def test_baseline_totals_agree_with_flop_counter_mode(name: str) -> None:
     assert _baseline_cost(space, name, 224).macs == pytest.approx(_flop_counter_macs(model, x), rel=0.02)
     analysis = flop_count_analysis(model.eval(), x)
     assert _fvcore_matmul_macs(analysis) == pytest.approx(_flop_counter_macs(model, x), rel=0.005)
+
+
+# --- the part-by-part count is the whole-network trace, exactly --------------------------------------
+
+RANDOM_SEEDS = range(10)
+
+
+def _exact_cases() -> list[tuple[str, str, int]]:
+    """(space, baseline name or "seed<n>", image size): every baseline and 10 random archs of each space at
+    64 px (the whole-network trace of CoAtNet-4 at 224 px alone takes seconds), and a few at 224 px and at a
+    size that is not a multiple of the patch or of the total stride."""
+    cases = []
+    for space in list_spaces():
+        cases += [(space, name, 64) for name in get_space(space).baselines()]
+        cases += [(space, f"seed{seed}", 64) for seed in RANDOM_SEEDS]
+        cases.append((space, "seed0", 224))
+    cases += [
+        ("coatnet", "CoAtNet-0", 224),
+        ("coatnet", "ViT_REL", 100),
+        ("sasa", "ResNet-26 full-attention", 224),
+    ]
+    return cases
+
+
+def _arch(space: str, name: str):
+    sp = get_space(space)
+    return sp.sample_random(int(name[4:])) if name.startswith("seed") else sp.baselines()[name].arch
+
+
+EXACT = _exact_cases()
+
+
+@pytest.mark.parametrize(("space", "name", "img_size"), EXACT, ids=[f"{s}:{n}@{i}" for s, n, i in EXACT])
+def test_count_equals_the_whole_network_trace(space: str, name: str, img_size: int) -> None:
+    arch = _arch(space, name)
+    assert count(arch, img_size=img_size) == count_traced(arch, img_size=img_size)  # params, MACs, parts
+
+
+def test_count_is_exact_cold_and_for_other_tasks() -> None:
+    """From an empty cache, with one input channel and 10 classes or none, at a proxy profile's scale."""
+    for space in list_spaces():
+        sp = get_space(space)
+        profile = sp.profile("cpu")
+        for seed, num_classes in ((100, 10), (101, 0)):
+            arch = profile.apply(sp.sample_random(seed))
+            clear_count_cache()
+            settings = {"img_size": profile.img_size, "in_chans": 1, "num_classes": num_classes}
+            assert count(arch, **settings) == count_traced(arch, **settings)
+
+
+@pytest.mark.parametrize("patch", [None, 4, 8, 16])
+def test_count_is_exact_at_sizes_that_are_not_multiples_of_the_patch_or_stride(patch: int | None) -> None:
+    space = get_space("coatnet")
+    arch = next(a for seed in range(200) if (a := space.sample_random(seed)).stem.patch == patch)
+    arch = space.profile("cpu").apply(arch)  # smaller and quicker to trace whole, same stem
+    for size in (70, 75):
+        assert count(arch, img_size=size) == count_traced(arch, img_size=size)
+
+
+def test_count_refuses_an_image_below_the_total_stride_as_the_model_does() -> None:
+    arch = _arch("coatnet", "CoAtNet-0")  # total stride 32
+    with pytest.raises(ValueError) as traced:
+        count_traced(arch, img_size=31)
+    with pytest.raises(ValueError) as fast:
+        count(arch, img_size=31)
+    assert str(fast.value) == str(traced.value)
+    assert "at least 32 px" in str(fast.value)
+    assert count(arch, img_size=32).img_size == 32
 
 
 # --- random samples ----------------------------------------------------------------------------------

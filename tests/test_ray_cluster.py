@@ -30,9 +30,11 @@ def test_search_job_survives_losing_a_worker_node(ray_head: RayNode, tmp_path: P
     try:
         wait_for_nodes(ray_head, 2)
         runs = tmp_path / "runs"
+        # coatnet at 224 px: nearly every trial counts blocks no earlier trial had (count memoizes them), so a
+        # trial takes a good fraction of a second and the kill lands in one
         entry = [
-            sys.executable, "-m", "nas", "search", "--space", "sasa", "--evaluator", "complexity",
-            "--objectives", "macs,params", "--budget", f"{BUDGET}trials", "--macs-img-size", "96",
+            sys.executable, "-m", "nas", "search", "--space", "coatnet", "--evaluator", "complexity",
+            "--objectives", "macs,params", "--budget", f"{BUDGET}trials", "--macs-img-size", "224",
             "--runs-dir", str(runs), "--study", "job", "--backend", "ray", "--address", "auto",
             "--concurrency", "2",
         ]  # fmt: skip
