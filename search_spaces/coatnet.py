@@ -8,11 +8,17 @@ conv stem or a ViT patch stem of patch 4, 8 or 16. Behind a patch stem of patch 
 stride is finer than p are dropped, the stage at stride p keeps the patch resolution (stride 1) and takes the
 patch embedding's width, and later stages downsample as usual. The head is timm's CoAtNet pre-logits head
 (LayerNorm, Linear to the last width, tanh), which the papers' parameter counts include.
+
+``CoAtNetSpace()`` is that space. Its keyword arguments make variants of it (to study how costs grow with the
+space): the ops, the local-attention extents, the stem widths and patches, and per stage the depth range and
+the width choices; the number of stages is the number of depth ranges, at output strides 4, 8, 16, ...
+(doubling). Only a variant that contains them has the papers' baselines.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from nas.arch import Arch, Head, Stage, Stem
@@ -20,7 +26,8 @@ from search_spaces.base import Baseline, PaperFigure, ProxyProfile, SearchSpace
 
 __all__ = ["CoAtNetSpace"]
 
-_NATIVE_STRIDE = (4, 8, 16, 32)  # output stride of S1..S4 behind the stride-2 conv stem
+# The defaults: CoAtNet's four stages at output strides 4, 8, 16, 32 behind the stride-2 conv stem
+_FIRST_STRIDE = 4
 _DEPTHS = ((1, 3), (1, 12), (1, 28), (1, 3))
 _WIDTHS = ((64, 96, 128, 192), (128, 192, 256, 384), (256, 384, 512, 768), (512, 768, 1024, 1536))
 _STEM_WIDTHS = (64, 128, 192)
@@ -45,15 +52,12 @@ def _stage(op: str, depth: int, width: int, stride: int, k: int | None = None) -
     return Stage("transformer", op, depth, width, stride=stride, k=k)
 
 
-def _op(stage: Stage, label: str) -> str:
-    if stage.block == "mbconv":
+def _op_label(op: str, local_k: tuple[int, ...] | None = None) -> str:
+    if op == "mbconv":
         return "mbconv"
-    if stage.block == "transformer" and stage.mixer in _OPS:
-        return stage.mixer
-    raise ValueError(
-        f"{label}: {stage.block}({stage.mixer}) is not a choice of the coatnet space; allowed: "
-        "mbconv, transformer(local), transformer(rel), transformer(ext)"
-    )
+    if op == "local" and local_k is not None:
+        return f"transformer(local, k in {{{', '.join(map(str, local_k))}}})"
+    return f"transformer({op})"
 
 
 class CoAtNetSpace(SearchSpace):
@@ -89,20 +93,66 @@ class CoAtNetSpace(SearchSpace):
         ),
     }
 
+    def __init__(
+        self,
+        *,
+        ops: Sequence[str] = _OPS,
+        local_k: Sequence[int] = _LOCAL_K,
+        depths: Sequence[tuple[int, int]] = _DEPTHS,
+        widths: Sequence[Sequence[int]] = _WIDTHS,
+        stem_widths: Sequence[int] = _STEM_WIDTHS,
+        patches: Sequence[int] = _PATCHES,
+    ) -> None:
+        """``depths[i]`` (low, high) and ``widths[i]`` are stage S<i+1>'s choices; there are as many stages as
+        depth ranges, at output strides 4, 8, 16, ... A patch stem's patch must be one of those strides."""
+        self.ops, self.local_k, self.patches = tuple(ops), tuple(local_k), tuple(patches)
+        self.depths = tuple((int(lo), int(hi)) for lo, hi in depths)
+        self.widths = tuple(tuple(w) for w in widths)
+        self.stem_widths = tuple(stem_widths)
+        self.strides = tuple(_FIRST_STRIDE * 2**i for i in range(len(self.depths)))
+        if not self.ops or not set(self.ops) <= set(_OPS) or len(set(self.ops)) != len(self.ops):
+            raise ValueError(f"ops: {self.ops} must be distinct choices among {', '.join(_OPS)}")
+        if "local" in self.ops and not self.local_k:
+            raise ValueError("local_k: the local op needs at least one extent")
+        if not self.depths or len(self.widths) != len(self.depths):
+            raise ValueError(
+                f"depths and widths: one entry per stage each, got {len(depths)} and {len(widths)}"
+            )
+        if any(not 1 <= lo <= hi for lo, hi in self.depths) or not all(self.widths) or not self.stem_widths:
+            raise ValueError(
+                "depths, widths and stem_widths: every range 1 <= low <= high, every choice non-empty"
+            )
+        if not set(self.patches) <= set(self.strides):
+            raise ValueError(f"patches: {self.patches} must be among the stages' strides {self.strides}")
+        defaults = (_OPS, _LOCAL_K, _DEPTHS, _WIDTHS, _STEM_WIDTHS, _PATCHES)
+        if (self.ops, self.local_k, self.depths, self.widths, self.stem_widths, self.patches) != defaults:
+            self.description = (
+                f"a variant of the coatnet space: {len(self.depths)} stages, ops {', '.join(self.ops)}"
+            )
+
+    def _op(self, stage: Stage, label: str) -> str:
+        op = "mbconv" if stage.block == "mbconv" else stage.mixer if stage.block == "transformer" else None
+        if op not in self.ops:
+            raise ValueError(
+                f"{label}: {stage.block}({stage.mixer}) is not a choice of the coatnet space; allowed: "
+                + ", ".join(map(_op_label, self.ops))
+            )
+        return op
+
     def sample(self, trial: Any) -> Arch:
         patch = None
-        if trial.suggest_categorical("stem", ("conv", "patch")) == "patch":
-            patch = trial.suggest_categorical("stem.patch", _PATCHES)
-        first = 0 if patch is None else _NATIVE_STRIDE.index(patch)
+        if trial.suggest_categorical("stem", ("conv", "patch") if self.patches else ("conv",)) == "patch":
+            patch = trial.suggest_categorical("stem.patch", self.patches)
+        first = 0 if patch is None else self.strides.index(patch)
         stages = []
-        for i in range(first, len(_NATIVE_STRIDE)):
-            op = trial.suggest_categorical(f"s{i + 1}.op", _OPS)
-            k = trial.suggest_categorical(f"s{i + 1}.k", _LOCAL_K) if op == "local" else None
-            depth = trial.suggest_int(f"s{i + 1}.depth", *_DEPTHS[i])
-            width = trial.suggest_categorical(f"s{i + 1}.width", _WIDTHS[i])
+        for i in range(first, len(self.strides)):
+            op = trial.suggest_categorical(f"s{i + 1}.op", self.ops)
+            k = trial.suggest_categorical(f"s{i + 1}.k", self.local_k) if op == "local" else None
+            depth = trial.suggest_int(f"s{i + 1}.depth", *self.depths[i])
+            width = trial.suggest_categorical(f"s{i + 1}.width", self.widths[i])
             stages.append(_stage(op, depth, width, 1 if i == first and patch else 2, k))
         if patch is None:
-            stem = Stem("conv", trial.suggest_categorical("stem.width", _STEM_WIDTHS))
+            stem = Stem("conv", trial.suggest_categorical("stem.width", self.stem_widths))
         else:
             stem = Stem("patch", stages[0].width, patch=patch)
         return Arch(stem, tuple(stages), Head("mlp", stages[-1].width))
@@ -111,22 +161,22 @@ class CoAtNetSpace(SearchSpace):
         params: dict[str, Any] = {"stem": arch.stem.kind}
         first = 0
         if arch.stem.kind == "patch":
-            if arch.stem.patch not in _PATCHES:
+            if arch.stem.patch not in self.patches:
                 raise ValueError(
                     f"stem.patch: {arch.stem.patch} is not a choice of the coatnet space; allowed: "
-                    f"{', '.join(map(str, _PATCHES))}"
+                    f"{', '.join(map(str, self.patches))}"
                 )
             params["stem.patch"] = arch.stem.patch
-            first = _NATIVE_STRIDE.index(arch.stem.patch)
+            first = self.strides.index(arch.stem.patch)
         else:
             params["stem.width"] = arch.stem.width
-        if len(arch.stages) != len(_NATIVE_STRIDE) - first:
+        if len(arch.stages) != len(self.strides) - first:
             raise ValueError(
-                f"stages: the coatnet space has {len(_NATIVE_STRIDE) - first} stages behind a "
+                f"stages: the coatnet space has {len(self.strides) - first} stages behind a "
                 f"{arch.stem.key} stem, got {len(arch.stages)}"
             )
         for i, stage in enumerate(arch.stages, start=first + 1):
-            params[f"s{i}.op"] = _op(stage, f"s{i}")
+            params[f"s{i}.op"] = self._op(stage, f"s{i}")
             if stage.mixer == "local":
                 params[f"s{i}.k"] = stage.k
             params[f"s{i}.depth"] = stage.depth
@@ -134,40 +184,41 @@ class CoAtNetSpace(SearchSpace):
         return params
 
     def choices(self) -> dict[str, str]:
-        choices = {
-            "stem": "conv (2 x 3x3, stride 2) | patch (ViT patchify)",
-            "stem.width": f"conv stem: {', '.join(map(str, _STEM_WIDTHS))}",
-            "stem.patch": f"patch stem: {', '.join(map(str, _PATCHES))} (drops the stages finer than p)",
-        }
-        for i in range(len(_NATIVE_STRIDE)):
-            choices[f"s{i + 1}"] = (
-                f"mbconv | transformer(local, k in {{{', '.join(map(str, _LOCAL_K))}}}) | transformer(rel) | "
-                f"transformer(ext); depth {_DEPTHS[i][0]}..{_DEPTHS[i][1]}; "
-                f"width {', '.join(map(str, _WIDTHS[i]))}"
+        choices = {"stem": "conv (2 x 3x3, stride 2)" + (" | patch (ViT patchify)" if self.patches else "")}
+        choices["stem.width"] = f"conv stem: {', '.join(map(str, self.stem_widths))}"
+        if self.patches:
+            choices["stem.patch"] = (
+                f"patch stem: {', '.join(map(str, self.patches))} (drops the stages finer than p)"
             )
+        ops = " | ".join(_op_label(op, self.local_k) for op in self.ops)
+        for i, (lo, hi) in enumerate(self.depths):
+            choices[f"s{i + 1}"] = f"{ops}; depth {lo}..{hi}; width {', '.join(map(str, self.widths[i]))}"
         return choices
 
     def cardinality(self) -> int:
-        per_stage = [
-            (len(_OPS) - 1 + len(_LOCAL_K)) * (hi - lo + 1) * len(_WIDTHS[i])
-            for i, (lo, hi) in enumerate(_DEPTHS)
-        ]
-        total = len(_STEM_WIDTHS) * math.prod(per_stage)
-        return total + sum(math.prod(per_stage[_NATIVE_STRIDE.index(p) :]) for p in _PATCHES)
+        ops = len(self.ops) - 1 + len(self.local_k) if "local" in self.ops else len(self.ops)
+        per_stage = [ops * (hi - lo + 1) * len(self.widths[i]) for i, (lo, hi) in enumerate(self.depths)]
+        total = len(self.stem_widths) * math.prod(per_stage)
+        return total + sum(math.prod(per_stage[self.strides.index(p) :]) for p in self.patches)
 
     def supernet_cover(self) -> list[Arch]:
         # A conv stem of the widest and of the narrowest width, so that the projection shortcut into S1 is
         # seen at its full output width (S1 may run at stride 1, where equal widths need no projection).
-        stems = [(min(_STEM_WIDTHS), None), (max(_STEM_WIDTHS), None), *((None, p) for p in _PATCHES)]
+        stems = [
+            (min(self.stem_widths), None),
+            (max(self.stem_widths), None),
+            *((None, p) for p in self.patches),
+        ]
+        k = max(self.local_k, default=None)
         cover = []
         for stem_width, patch in stems:
-            first = 0 if patch is None else _NATIVE_STRIDE.index(patch)
-            for op in _OPS:
-                for w in range(len(_WIDTHS[0])):
+            first = 0 if patch is None else self.strides.index(patch)
+            for op in self.ops:
+                for w in range(max(map(len, self.widths))):  # every width of every stage
                     stages = tuple(
-                        _stage(op, _DEPTHS[i][1], _WIDTHS[i][w], 1 if i == first and patch else 2,
-                               max(_LOCAL_K) if op == "local" else None)
-                        for i in range(first, len(_NATIVE_STRIDE))
+                        _stage(op, self.depths[i][1], self.widths[i][min(w, len(self.widths[i]) - 1)],
+                               1 if i == first and patch else 2, k if op == "local" else None)
+                        for i in range(first, len(self.strides))
                     )  # fmt: skip
                     stem = (
                         Stem("conv", stem_width)
@@ -178,6 +229,7 @@ class CoAtNetSpace(SearchSpace):
         return cover
 
     def baselines(self) -> dict[str, Baseline]:
+        """CoAtNet-0..4, the layout study and ViT_REL: those of them in the space (all, by default)."""
         out = {}
         for name, (stem, depths, widths, params, macs224, macs384) in _COATNETS.items():
             flops = tuple((size, f) for size, f in ((224, macs224), (384, macs384)) if f is not None)
@@ -195,7 +247,7 @@ class CoAtNetSpace(SearchSpace):
             Head("mlp", 768),
         )
         out["ViT_REL"] = Baseline("ViT_REL", vit, study)
-        return out
+        return {name: baseline for name, baseline in out.items() if self.contains(baseline.arch)}
 
 
 def _coatnet(layout: str, stem: int, depths: tuple[int, ...], widths: tuple[int, ...]) -> Arch:

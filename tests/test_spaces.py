@@ -11,8 +11,11 @@ from optuna.trial import FixedTrial
 
 from nas import build_model
 from nas.arch import Arch, Stage, Stem
-from search_spaces import get_space, list_spaces
+from nas.model import SkipMetaInit
+from nas.supernet import Supernet
+from search_spaces import SearchSpace, get_space, list_spaces
 from search_spaces.base import _ReplayTrial
+from search_spaces.coatnet import CoAtNetSpace
 
 SPACES = list_spaces()
 BASELINES = [(space, name) for space in SPACES for name in get_space(space).baselines()]
@@ -68,8 +71,9 @@ def test_replay_trial_refuses_values_outside_the_choices() -> None:
         trial.suggest_categorical("b", ("y", "z"))
 
 
-def _count_distinct_by_enumeration(space: str) -> int:
+def _count_distinct_by_enumeration(space: str | SearchSpace) -> int:
     """Brute force over the space's own define-by-run decisions (small spaces only)."""
+    sp = get_space(space) if isinstance(space, str) else space
     seen = set()
 
     def walk(fixed: dict) -> None:
@@ -89,7 +93,7 @@ def _count_distinct_by_enumeration(space: str) -> int:
 
         probe = Probe(fixed)
         try:
-            seen.add(get_space(space).sample(probe).key)
+            seen.add(sp.sample(probe).key)
         except LookupError:
             name, values = probe.last
             for value in values:
@@ -145,3 +149,76 @@ def test_proxy_profiles_shrink_into_valid_archs(space: str) -> None:
     assert model(torch.randn(2, 1, profile.img_size, profile.img_size)).shape == (2, 10)
     with pytest.raises(ValueError, match="unknown proxy profile 'tiny'"):
         sp.profile("tiny")
+
+
+# --- variants of the coatnet space (its constructor's keyword arguments) -------------------------------
+
+
+def test_coatnet_variant_cardinality_matches_enumeration() -> None:
+    space = CoAtNetSpace(
+        ops=("mbconv", "local"),
+        local_k=(3, 5),
+        depths=((1, 2), (1, 1), (2, 3)),
+        widths=((64, 96), (128,), (256, 512)),
+        stem_widths=(32, 64),
+        patches=(8,),
+    )
+    assert space.strides == (4, 8, 16)
+    assert space.cardinality() == _count_distinct_by_enumeration(space)
+    assert CoAtNetSpace(patches=()).cardinality() == 3 * math.prod(
+        [8 * 3 * 4, 8 * 12 * 4, 8 * 28 * 4, 8 * 3 * 4]
+    )
+
+
+def test_coatnet_variants_keep_the_baselines_they_contain() -> None:
+    default = get_space("coatnet").baselines()
+    assert CoAtNetSpace(local_k=(7,)).baselines() == default  # no baseline uses local attention
+    assert set(CoAtNetSpace(patches=(4, 8)).baselines()) == set(default) - {"ViT_REL"}
+    assert CoAtNetSpace(ops=("mbconv", "ext")).baselines() == {"C-C-C-C": default["C-C-C-C"]}
+    assert CoAtNetSpace(depths=((1, 3),) * 5, widths=((64,),) * 5).baselines() == {}
+
+
+def test_a_five_stage_two_op_coatnet_variant_samples_round_trips_and_builds() -> None:
+    space = CoAtNetSpace(
+        ops=("mbconv", "rel"),
+        depths=((1, 3), (1, 12), (1, 28), (1, 3), (1, 2)),
+        widths=((64, 96, 128, 192), (128, 192, 256, 384), (256, 384, 512, 768), (512, 768), (1024,)),
+    )
+    assert space.strides == (4, 8, 16, 32, 64) and "5 stages" in space.description
+    assert set(space.choices()) == {"stem", "stem.width", "stem.patch", "s1", "s2", "s3", "s4", "s5"}
+    archs = [space.sample_random(seed) for seed in range(30)]
+    assert {a.stem.kind for a in archs} == {"conv", "patch"}
+    for arch in archs:
+        assert space.why_not(arch) is None
+        assert space.sample(FixedTrial(space.encode(arch))) == arch
+        assert {s.mixer for s in arch.stages} <= {"conv", "rel"} and arch.stride == 64
+    last = archs[0].stages[-1]
+    ext = Stage("transformer", "ext", last.depth, last.width, stride=last.stride)
+    alien = Arch(archs[0].stem, (*archs[0].stages[:-1], ext), archs[0].head)
+    assert "s5: transformer(ext) is not a choice" in space.why_not(alien)
+    torch.manual_seed(0)
+    supernet = Supernet(space, space.profile("cpu"), num_classes=10, in_chans=1).eval()
+    x = torch.randn(2, 1, 32, 32)
+    for arch in archs[:3]:
+        supernet.set_active(arch)
+        with torch.no_grad():
+            torch.testing.assert_close(supernet.extract(arch).eval()(x), supernet(x), atol=1e-5, rtol=0)
+        with torch.device("meta"), SkipMetaInit():  # the network itself, at 224 px: its shapes only
+            model = build_model(arch, img_size=224)
+        assert model.feature_size == (4, 4) and model.num_features == arch.stages[-1].width
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"ops": ("mbconv", "conv")}, "ops: "),
+        ({"ops": ()}, "ops: "),
+        ({"ops": ("local",), "local_k": ()}, "local_k: "),
+        ({"depths": ((1, 3),) * 3}, "depths and widths: one entry per stage each, got 3 and 4"),
+        ({"depths": ((2, 1),) * 4}, "every range 1 <= low <= high"),
+        ({"depths": ((1, 3),) * 2, "widths": ((64,),) * 2}, "patches: .* strides \\(4, 8\\)"),
+    ],
+)
+def test_coatnet_variant_arguments_are_checked(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        CoAtNetSpace(**kwargs)
