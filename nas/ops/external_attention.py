@@ -52,12 +52,17 @@ class ExternalAttention(nn.Module):
         self.proj = nn.Conv2d(out_dim * coef, out_dim, 1)
         self.pool = pool2() if stride == 2 else nn.Identity()
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, eps: float = 1e-9) -> torch.Tensor:
         batch, _, height, width = x.shape
-        feats = self.widen(x).reshape(batch, self.heads, -1, height * width)  # (B, heads, d, N)
-        attn = double_normalize(self.mem_k @ feats)  # (B, heads, S, N)
-        out = (self.mem_v @ attn).reshape(batch, -1, height, width)  # (B, heads * d, H, W)
-        return self.pool(self.proj(out))
+        groups = batch * self.heads
+        feats = self.widen(x).reshape(groups, -1, height * width)  # (B heads, d, N)
+        # double_normalize, rearranged for speed: the L1 norm over slots is one number per token, so it
+        # divides the (d, N) output instead of the (S, N) attention; batched matmuls with the memories
+        # expanded (no copies), where a broadcast ``mem_k @ feats`` copies a transposed operand each way.
+        attn = torch.bmm(self.mem_k.expand(groups, -1, -1), feats).softmax(dim=-1)  # (B heads, S, N)
+        norm = attn.sum(dim=-2, keepdim=True) + eps  # (B heads, 1, N)
+        out = torch.bmm(self.mem_v.expand(groups, -1, -1), attn) / norm  # (B heads, d, N)
+        return self.pool(self.proj(out.reshape(batch, -1, height, width)))
 
 
 @MIXERS.register("ext")
