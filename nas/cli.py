@@ -325,7 +325,7 @@ def search(
     ] = None,
     sampler: Annotated[
         str | None,
-        typer.Option(help="nsga2 | tpe | gp | random. [default: nsga2 for 2+ objectives, else tpe]"),
+        typer.Option(help="tpe | nsga2 | gp | random. [default: tpe]"),
     ] = None,
     study: Annotated[
         str | None,

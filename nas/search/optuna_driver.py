@@ -219,7 +219,8 @@ def _evaluate(
     row: dict[str, Any] = {"number": trial.number, "baseline": trial.user_attrs.get("baseline", "")}
     reason = None
     try:
-        arch = runner.space.sample(trial)
+        arch = runner.space.sample(trial)  # the sampler's suggestions run here: part of the trial's cost
+        sampling = time.perf_counter() - start
         row["arch"] = arch.key
         trial.set_user_attr("arch", arch.key)
         trial.set_user_attr("arch_json", arch.to_json())
@@ -227,7 +228,9 @@ def _evaluate(
         with deadline(settings.trial_timeout):
             result = runner.run(arch)
         values = result.values(objectives)
-        cost = TrialCost.of(result.seconds, gpus=int(result.devices) if result.device_kind == "gpu" else 0)
+        cost = TrialCost.of(
+            sampling + result.seconds, gpus=int(result.devices) if result.device_kind == "gpu" else 0
+        )
         trial.set_user_attr("metrics", _jsonable(result.metrics))
         trial.set_user_attr("cost", cost.to_dict())
         study.tell(trial, values)
