@@ -38,6 +38,11 @@ format: setup
 bench: setup
 	$(PY) benchmarks/bench_local_attention.py
 	$(PY) benchmarks/bench_drivers.py
+	$(PY) benchmarks/bench_vs_timm.py
+	$(PY) benchmarks/bench_supernet.py
+	$(PY) benchmarks/bench_proxy.py
+	$(PY) benchmarks/bench_cost_scaling.py
+	$(PY) benchmarks/bench_search.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

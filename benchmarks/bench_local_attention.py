@@ -32,6 +32,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from peak_rss import reset_peak_rss, status_kib  # noqa: E402  (benchmarks/, the script's folder)
+
 from nas.ops.local_attention import LocalAttention  # noqa: E402  (needs the repository root on the path)
 
 BATCH, CHANNELS, SIZE, KERNEL, HEADS = 8, 64, 56, 7, 8
@@ -76,26 +78,8 @@ def _step(attend, mixer: LocalAttention, qkv: tuple[torch.Tensor, ...], upstream
     return seconds
 
 
-def _status_kib(field: str) -> int | None:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def _reset_peak_rss() -> bool:
-    try:
-        Path("/proc/self/clear_refs").write_text("5")  # Linux: VmHWM := VmRSS
-    except OSError:
-        return False
-    return True
-
-
 def _peak_rss_kib() -> int:
-    hwm = _status_kib("VmHWM")
+    hwm = status_kib("VmHWM")
     return hwm if hwm is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
@@ -106,8 +90,8 @@ def _measure(variant: str) -> dict:
     _step(attend, mixer, qkv, upstream)  # lazy initialisation (kernels, thread pool) outside the baseline
     mixer, qkv, upstream = _problem(BATCH, SIZE)
     attend = _attention(variant, mixer)
-    reset = _reset_peak_rss()
-    idle = _status_kib("VmRSS") if reset else _peak_rss_kib()
+    reset = reset_peak_rss()
+    idle = status_kib("VmRSS") if reset else _peak_rss_kib()
     _step(attend, mixer, qkv, upstream)
     peak = _peak_rss_kib() - idle
     times = [_step(attend, mixer, qkv, upstream) for _ in range(WARMUP + REPEATS)][WARMUP:]
