@@ -74,6 +74,7 @@ sys.path.insert(0, str(ROOT))
 from evaluators.complexity import count  # noqa: E402
 from evaluators.data import load_dataset  # noqa: E402
 from nas.arch import Arch  # noqa: E402
+from nas.atomic import replaced  # noqa: E402
 from nas.search.optuna_driver import _sampler  # noqa: E402
 from nas.search.settings import SAMPLERS, SearchSettings  # noqa: E402
 from results.pareto import hypervolume_history, pareto_front  # noqa: E402
@@ -139,9 +140,8 @@ class Table:
 
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.data, indent=0))
-        os.replace(tmp, self.path)  # an interrupted write never corrupts the table
+        with replaced(self.path) as tmp:  # an interrupted write never corrupts the table
+            tmp.write_text(json.dumps(self.data, indent=0))
 
 
 # --- the objective ---------------------------------------------------------------------------------------
