@@ -1,7 +1,7 @@
 """Driver overhead per trial: what a search costs beyond its evaluations, on each backend.
 
-The evaluator is replaced by a no-op (``TrialRunner.run`` returns two numbers derived from the arch key, in
-microseconds), so what is timed is the driver itself: sampling the architecture from the space, the
+The evaluator is replaced by a no-op (``TrialRunner.evaluate`` returns two numbers derived from the arch key,
+in microseconds), so what is timed is the driver itself: sampling the architecture from the space, the
 sampler's suggestion, storage writes (Optuna: SQLite on disk), the budget check, the progress view and, on
 Ray, scheduling a trial on a worker, reporting and checkpointing the experiment.
 
@@ -39,29 +39,23 @@ from rich.console import Console  # noqa: E402
 from nas.search import ray_driver  # noqa: E402
 from nas.search.run import run_search  # noqa: E402
 from nas.search.settings import SearchSettings  # noqa: E402
-from nas.search.trial import TrialResult, TrialRunner  # noqa: E402
+from nas.search.trial import TrialRunner  # noqa: E402
 
 TARGET_MS = {"optuna": 50.0, "ray": 1000.0}
 REAL_RAY_TRIAL = ray_driver.ray_trial  # pickled by reference: the workers import the real one
 
 
-def noop_run(self: TrialRunner, arch: Any, report: Any = None) -> TrialResult:
+def noop_run(self: TrialRunner, arch: Any, report: Any = None) -> dict[str, Any]:
     """A no-op evaluator: two objective values from the arch key's checksum, no model built."""
     h = zlib.crc32(arch.key.encode())
-    metrics = {
-        "params": float(h % 100_003),
-        "macs": float(h // 100_003),
-        "macs_img_size": 224,
-        "host": "bench",
-    }
-    return TrialResult(metrics, 0.0, 1.0, "cpu")
+    return {"params": float(h % 100_003), "macs": float(h // 100_003), "macs_img_size": 224, "host": "bench"}
 
 
 def noop_ray_trial(config: dict[str, Any], settings: dict[str, Any]) -> None:
     """The real Ray trial function with the no-op evaluator patched in on the worker."""
     from nas.search import trial
 
-    trial.TrialRunner.run = noop_run
+    trial.TrialRunner.evaluate = noop_run
     REAL_RAY_TRIAL(config, settings)
 
 
@@ -113,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     args = parser.parse_args(argv)
 
-    TrialRunner.run = noop_run
+    TrialRunner.evaluate = noop_run
     ray_driver.ray_trial = noop_ray_trial  # run_ray looks it up when it builds the trainable
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

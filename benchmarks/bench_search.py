@@ -5,7 +5,7 @@ on the same two objectives as the default ``nas search``: top-1 (maximized) and 
 over the ``coatnet`` space, architectures drawn by ``space.sample(trial)`` (the search's own define-by-run
 function) through ``study.ask`` / ``study.tell``, nothing enqueued (no baselines), so every sampler starts
 equal. The samplers are ``--samplers`` (default ``random,nsga2,tpe``): a name of ``nas search --sampler``
-(``nsga2``, ``tpe``, ``random``, ``gp``) is built by the search's own ``nas.search.optuna_driver._sampler``
+(``nsga2``, ``tpe``, ``random``, ``gp``) is built by the search's own ``nas.search.samplers.make_sampler``
 with that seed, so it is exactly what a user gets (``tpe``, the default: multivariate, grouped, constant liar;
 ``nsga2``: ``NSGAIISampler`` with its default population of 50);
 ``nsga2-popP`` mirrors that ``nsga2`` line with ``population_size=P``. A sampler and random search with the
@@ -75,7 +75,7 @@ from evaluators.complexity import count  # noqa: E402
 from evaluators.data import load_dataset  # noqa: E402
 from nas.arch import Arch  # noqa: E402
 from nas.atomic import replaced  # noqa: E402
-from nas.search.optuna_driver import _sampler  # noqa: E402
+from nas.search.samplers import make_sampler as search_sampler  # noqa: E402
 from nas.search.settings import SAMPLERS, SearchSettings  # noqa: E402
 from results.pareto import hypervolume_history, pareto_front  # noqa: E402
 from search_spaces import get_space  # noqa: E402
@@ -101,7 +101,7 @@ def default_sampler() -> str:
 
 def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
     """``name`` as ``nas search --sampler name --seed seed`` builds it; ``nsga2-popP``: that NSGA-II line of
-    ``_sampler`` (``NSGAIISampler(seed=seed)``) with ``population_size=P``."""
+    ``nas.search.samplers.make_sampler`` (``NSGAIISampler(seed=seed)``) with ``population_size=P``."""
     base, sep, pop = name.partition("-pop")
     if sep:
         if base != "nsga2" or not pop.isdigit() or int(pop) < 2:
@@ -109,10 +109,7 @@ def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
         return optuna.samplers.NSGAIISampler(seed=seed, population_size=int(pop))
     if name not in SAMPLERS:
         raise ValueError(f"sampler {name!r}: allowed {', '.join(SAMPLERS)} or nsga2-popP")
-    settings = SearchSettings(
-        space=SPACE, evaluator="oneshot", objectives=OBJECTIVES, sampler=name, seed=seed
-    )
-    return _sampler(settings, 0)
+    return search_sampler(name, seed)
 
 
 # --- the cached table ------------------------------------------------------------------------------------
@@ -595,8 +592,8 @@ def main(argv: list[str] | None = None) -> int:
             "samplers": args.sampler_list,
             "default_sampler": default,
             "sampler_construction": (
-                "names of nas search --sampler: nas.search.optuna_driver._sampler(SearchSettings("
-                "sampler=name, seed=seed), worker=0); nsga2-popP: optuna.samplers.NSGAIISampler(seed=seed, "
+                "names of nas search --sampler: nas.search.samplers.make_sampler(name, seed); "
+                "nsga2-popP: optuna.samplers.NSGAIISampler(seed=seed, "
                 "population_size=P)"
             ),
             "trials": args.trials,

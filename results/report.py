@@ -28,7 +28,9 @@ from typing import Any
 
 import pandas as pd
 
+from nas.arch import Arch
 from nas.atomic import replaced
+from nas.search.manifest import read_manifest, update_manifest
 from nas.search.objectives import Objective, parse_objectives
 from results.pareto import dominates, hypervolume_history, pareto_front
 
@@ -284,14 +286,12 @@ def _hypervolume_figure(analysis: dict[str, Any]) -> Any:
     return fig
 
 
-def _stage_columns(arch_key: str) -> dict[str, str]:
-    """The arch key split into its stem, stages and head (one column each)."""
-    parts = str(arch_key).split("|")
-    out = {"stem": parts[0] if parts else ""}
-    for i, part in enumerate(parts[1:-1], start=1):
-        out[f"stage {i}"] = part
-    if len(parts) > 1:
-        out["head"] = parts[-1]
+def _stage_columns(arch_json: str) -> dict[str, str]:
+    """The architecture's stem, each stage and its head (one column each), read from its JSON."""
+    arch = Arch.from_json(arch_json)
+    out = {"stem": arch.stem.key}
+    out.update({f"stage {i}": stage.key for i, stage in enumerate(arch.stages, start=1)})
+    out["head"] = arch.head.key or arch.head.kind
     return out
 
 
@@ -303,7 +303,7 @@ def front_table(analysis: dict[str, Any]) -> pd.DataFrame:
     rows = []
     for i in sorted(analysis["front"], key=lambda i: int(frame.loc[i, "number"])):
         row = {c: frame.loc[i, c] for c in cols}
-        row.update(_stage_columns(frame.loc[i, "arch"]))
+        row.update(_stage_columns(frame.loc[i, "arch_json"]))
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -402,7 +402,7 @@ def write_report(run_dir: str | Path) -> Path:
         "<h2>Failed trials</h2>",
         _html_table(failed) if len(failed) else "<p>None.</p>",
         "<h2>Manifest</h2>",
-        f"<pre>{html.escape(json.dumps(_read_manifest(run_dir), indent=1))}</pre>",
+        f"<pre>{html.escape(json.dumps(read_manifest(run_dir), indent=1))}</pre>",
         "</body></html>",
     ]
     path = run_dir / "report.html"
@@ -420,20 +420,19 @@ def _budget_spent(budget: dict[str, Any]) -> str:
         return "-"
 
 
-def _read_manifest(run_dir: Path) -> dict[str, Any]:
-    return json.loads((run_dir / "manifest.json").read_text())
-
-
 def _store_reference(run_dir: Path, manifest: dict[str, Any], reference: dict[str, float]) -> None:
-    report = manifest.setdefault("report", {})
-    if report.get("reference_point") == reference:
+    if (manifest.get("report") or {}).get("reference_point") == reference:
         return
-    report["reference_point"] = reference
-    report["reference_rule"] = (
-        "fixed at the first report: top1 0; other objectives 2 x the worst baseline the study ran "
-        "(1.1 x the worst completed trial if it ran none)"
-    )
-    _atomic_write(run_dir / "manifest.json", json.dumps(manifest, indent=1) + "\n")
+
+    def update(stored: dict[str, Any]) -> None:
+        report = stored.setdefault("report", {})
+        report["reference_point"] = reference
+        report["reference_rule"] = (
+            "fixed at the first report: top1 0; other objectives 2 x the worst baseline the study ran "
+            "(1.1 x the worst completed trial if it ran none)"
+        )
+
+    update_manifest(run_dir, update)
 
 
 def _atomic_write(path: Path, text: str) -> None:

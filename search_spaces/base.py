@@ -183,6 +183,15 @@ class SearchSpace(ABC):
     def baselines(self) -> dict[str, Baseline]:
         """The hand-designed networks of the papers, as points of this space."""
 
+    def baseline_names(self) -> dict[str, str]:
+        """Each distinct baseline network's ``key`` and name, in the order of :meth:`baselines`; where two
+        baselines are one network (the layout study's C-C-T-T is CoAtNet-0) the first name stands for both.
+        A search runs these, and names a sampled network that equals one of them by that name."""
+        names: dict[str, str] = {}
+        for name, baseline in self.baselines().items():
+            names.setdefault(baseline.arch.key, name)
+        return names
+
     def supernet_cover(self) -> list[Arch]:
         """Architectures of the space that together take every choice at its largest (every op with the
         largest k, depth and memory, every width, every stem): a weight-sharing supernet is the union of

@@ -95,7 +95,7 @@ def test_resume_after_an_interruption_keeps_every_trial_and_the_numbering(
     with pytest.raises(ValueError, match="--resume"):
         run_search(_settings(tmp_path, budget="8trials"))
 
-    real_run, calls = TrialRunner.run, []
+    real_run, calls = TrialRunner.evaluate, []
 
     def interrupted_at_second(self: TrialRunner, arch, report=None):
         calls.append(arch.key)
@@ -103,12 +103,12 @@ def test_resume_after_an_interruption_keeps_every_trial_and_the_numbering(
             raise KeyboardInterrupt
         return real_run(self, arch, report)
 
-    monkeypatch.setattr(TrialRunner, "run", interrupted_at_second)
+    monkeypatch.setattr(TrialRunner, "evaluate", interrupted_at_second)
     second = run_search(_settings(tmp_path, budget="8trials", resume=True))
     assert second.interrupted
     assert list(second.trials["state"]) == ["COMPLETE"] * 5 + ["FAIL"]
     assert "interrupted" in second.trials["fail_reason"].iloc[-1]
-    monkeypatch.setattr(TrialRunner, "run", real_run)
+    monkeypatch.setattr(TrialRunner, "evaluate", real_run)
 
     third = run_search(_settings(tmp_path, budget="10trials", resume=True))
     table = third.trials
@@ -124,14 +124,14 @@ def test_resume_after_an_interruption_keeps_every_trial_and_the_numbering(
 def test_a_failing_trial_is_recorded_and_the_search_goes_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_run = TrialRunner.run
+    real_run = TrialRunner.evaluate
 
     def flaky(self: TrialRunner, arch, report=None):
         if "attn" in arch.key:
             raise RuntimeError("CUDA out of memory (simulated)")
         return real_run(self, arch, report)
 
-    monkeypatch.setattr(TrialRunner, "run", flaky)
+    monkeypatch.setattr(TrialRunner, "evaluate", flaky)
     table = run_search(_settings(tmp_path, budget="6trials")).trials
     failed = table[table["state"] == "FAIL"]
     assert len(table) == 6 and len(failed) >= 1

@@ -15,8 +15,8 @@ import optuna
 import pytest
 from postgres_server import PostgresServer, postgres_bin
 
-from nas.search.optuna_driver import open_storage
 from nas.search.settings import SearchSettings
+from nas.search.storage import open_storage
 
 pytestmark = pytest.mark.integration
 BUDGET = 20

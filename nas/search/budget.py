@@ -56,7 +56,9 @@ Resuming
 --------
 :meth:`BudgetTracker.to_dict` is plain JSON (the budget's canonical text, every charge, the wall seconds
 elapsed); the driver stores it with the study, and :meth:`BudgetTracker.from_dict` rebuilds a tracker that
-continues with what was already spent (optionally under a new budget, for a search given more time).
+continues with what was already spent (optionally under a new budget, for a search given more time). A
+study's wall time is the union of its sessions' spans (:func:`wall_seconds`): each session records when it
+started and when it last finished a trial, so a ``wall`` budget keeps spending, and stops, across resumes.
 
 This module is pure Python (no torch): it is safe to import anywhere.
 """
@@ -67,11 +69,12 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["Budget", "BudgetTracker", "TrialCost"]
+__all__ = ["Budget", "BudgetTracker", "Session", "TrialCost", "wall_seconds"]
 
 BudgetKind = Literal["device-seconds", "wall-seconds", "trials"]
 DeviceKind = Literal["gpu", "cpu"]
@@ -306,11 +309,37 @@ class TrialCost:
         )
 
 
+@dataclass(frozen=True)
+class Session:
+    """One ``nas search`` call on a study: an id and when it started (Unix seconds). Its span runs from its
+    start to its last finished trial; a study's wall time is the union of its sessions' spans."""
+
+    id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    start: float = field(default_factory=time.time)
+
+    def span(self) -> tuple[float, float]:
+        """From its start to now."""
+        return (self.start, time.time())
+
+
+def wall_seconds(spans: Iterable[Sequence[float]]) -> float:
+    """The wall seconds that ``spans`` cover, each ``(start, end)`` in Unix seconds, overlaps counted once:
+    a study's wall time across its sessions, some of which (workers on other machines) ran at once."""
+    total, reach = 0.0, -math.inf
+    for start, end in sorted((float(a), float(b)) for a, b in spans if b > a):
+        if end <= reach:
+            continue
+        total += end - max(start, reach)
+        reach = end
+    return total
+
+
 class BudgetTracker:
     """Charges a search's trials and overhead against a :class:`Budget` and says when to stop starting trials.
 
     The wall clock (for ``wall`` budgets, and :attr:`elapsed`) runs from the tracker's creation; ``clock``
-    returns seconds and is replaceable for tests. Safe to call from several threads.
+    returns seconds and is replaceable for tests. ``wall``, where given, replaces it: a function returning
+    the wall seconds elapsed (a study's, over the spans of its sessions). Safe to call from several threads.
     """
 
     def __init__(
@@ -319,12 +348,14 @@ class BudgetTracker:
         *,
         window: int = 10,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] | None = None,
     ) -> None:
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise ValueError(f"window must be a whole number of at least 1, not {window!r}")
         self.budget = Budget.parse(budget)
         self.window = window
         self._clock = clock
+        self._wall = wall
         self._started_at = clock()
         self._elapsed_before = 0.0  # wall seconds spent before a resume
         self._charges: list[TrialCost] = []
@@ -358,7 +389,9 @@ class BudgetTracker:
 
     @property
     def elapsed(self) -> float:
-        """Wall seconds since the tracker was created, plus those elapsed before a resume."""
+        """Wall seconds since the tracker was created, plus those elapsed before a resume (or ``wall()``)."""
+        if self._wall is not None:
+            return self._wall()
         return self._elapsed_before + max(0.0, self._clock() - self._started_at)
 
     @property

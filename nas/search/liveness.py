@@ -24,6 +24,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,8 @@ from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
 from nas.search.budget import TrialCost
+from nas.search.storage import storage_of
+from nas.search.storage import trial_id as trial_key
 
 __all__ = [
     "HEARTBEAT_SECONDS",
@@ -107,7 +110,7 @@ def lost_reason(
     host = worker.get("host", "an unknown host")
     if worker:
         alive = worker_alive(worker)
-        if alive and worker.get("pid") == os.getpid() and trial._trial_id not in _RUNNING_HERE:
+        if alive and worker.get("pid") == os.getpid() and trial_key(trial) not in _RUNNING_HERE:
             # this very process, which runs no such trial now: an earlier search in it (the Python API)
             # ended without telling this trial's outcome
             return "lost: an earlier search in this process ended without finishing it"
@@ -139,16 +142,22 @@ def enqueue_rerun(study: optuna.Study, trial: FrozenTrial) -> None:
     study.enqueue_trial({**fixed, **trial.params}, user_attrs=attrs)
 
 
-def fail_lost_trials(study: optuna.Study, after: float = LOST_AFTER_SECONDS) -> list[int]:
+def fail_lost_trials(
+    study: optuna.Study, trials: Sequence[FrozenTrial] | None = None, after: float = LOST_AFTER_SECONDS
+) -> list[int]:
     """Mark the study's lost RUNNING trials FAIL (reason recorded) and enqueue their re-runs; returns the
-    numbers of the trials this call failed."""
+    numbers of the trials this call failed. ``trials``: the study's trials as just read, if at hand."""
     failed = []
     now = time.time()
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+    if trials is None:
+        trials = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    for trial in trials:
+        if trial.state != TrialState.RUNNING:
+            continue
         reason = lost_reason(trial, now, after)
         if reason is None:
             continue
-        storage, trial_id = study._storage, trial._trial_id
+        storage, trial_id = storage_of(study), trial_key(trial)
         try:
             start = trial.datetime_start.timestamp() if trial.datetime_start else now
             seconds = max(0.0, float(trial.user_attrs.get("heartbeat", start)) - start)
@@ -174,9 +183,8 @@ class Heartbeat:
         self._thread = threading.Thread(target=self._beat, name="nas-heartbeat", daemon=True)
 
     def __enter__(self) -> Heartbeat:
-        _RUNNING_HERE.add(self.trial._trial_id)
-        self.trial.set_user_attr("worker", this_worker())
-        self.trial.set_user_attr("heartbeat", time.time())
+        _RUNNING_HERE.add(trial_key(self.trial))
+        self.trial.set_user_attr("worker", this_worker())  # its first heartbeat is the trial's start
         self._thread.start()
         return self
 
@@ -192,4 +200,4 @@ class Heartbeat:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        _RUNNING_HERE.discard(self.trial._trial_id)
+        _RUNNING_HERE.discard(trial_key(self.trial))

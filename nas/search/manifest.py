@@ -1,18 +1,25 @@
 """``runs/<study>/manifest.json``: what a search ran with, so that its results can be read and repeated.
 
-Space, seed, budget (as given and as spent), evaluator settings (profile, training config), storage, data
-location and split, package versions and the machine. Written atomically at the end of a search and on
-interruption; a resumed search appends its session to ``sessions``.
+Space, seed, budget (as given and as spent), evaluator settings (profile, the config instance the trials
+ran with), storage, data location and split, package versions and the machine. Written atomically at the end
+of a search and on interruption; a resumed search appends its session to ``sessions``.
+
+This module is the manifest's one writer: :func:`update_manifest` replaces the sections it is given and keeps
+every other (the report's ``report`` section, with its fixed hypervolume reference point, survives a resume),
+reading and replacing the file under a lock, so writers in several processes never drop each other's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import json
 import os
 import platform
 import socket
 import sys
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -21,7 +28,7 @@ from typing import Any
 from nas.atomic import replaced
 from nas.search.settings import SearchSettings
 
-__all__ = ["package_versions", "write_manifest"]
+__all__ = ["package_versions", "read_manifest", "update_manifest", "write_manifest"]
 
 _PACKAGES = ("nas-hybrid", "torch", "torchvision", "timm", "optuna", "ray", "fvcore", "pandas", "numpy")
 
@@ -40,16 +47,46 @@ def _evaluator_settings(settings: SearchSettings) -> dict[str, Any]:
     from search_spaces import get_space
 
     profile = get_space(settings.space).profile(settings.profile)
-    out: dict[str, Any] = {"name": settings.evaluator, "profile": dataclasses.asdict(profile)}
-    if settings.evaluator == "proxy":
-        from evaluators.proxy import TrainConfig
+    spec, config = settings.evaluator_spec, settings.evaluator_config_used()
+    return {
+        "name": spec.name,
+        "produces": sorted(spec.objectives),
+        "profile": dataclasses.asdict(profile),
+        "config": dataclasses.asdict(config) if config is not None else None,
+    }
 
-        out["train_config"] = dataclasses.asdict(TrainConfig())
-    elif settings.evaluator == "oneshot":
-        from evaluators.oneshot import OneShotConfig
 
-        out["oneshot_config"] = dataclasses.asdict(OneShotConfig())
-    return out
+def read_manifest(run_dir: Path) -> dict[str, Any]:
+    """The manifest of ``run_dir`` ({} when there is none or it cannot be read as JSON)."""
+    try:
+        data = json.loads((Path(run_dir) / "manifest.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+@contextlib.contextmanager
+def _locked(run_dir: Path) -> Iterator[None]:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / ".manifest.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def update_manifest(run_dir: str | Path, update: Callable[[dict[str, Any]], None]) -> Path:
+    """Read the manifest, let ``update`` change it in place, write it back atomically; every section
+    ``update`` leaves alone is kept. Returns its path."""
+    run_dir = Path(run_dir)
+    path = run_dir / "manifest.json"
+    with _locked(run_dir):
+        manifest = read_manifest(run_dir)
+        update(manifest)
+        with replaced(path) as tmp:
+            tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+    return path
 
 
 def write_manifest(
@@ -62,35 +99,30 @@ def write_manifest(
     session: dict[str, Any],
 ) -> Path:
     """Write (or update) ``manifest.json`` in the study's run directory; returns its path."""
-    path = settings.run_dir / "manifest.json"
-    previous: dict[str, Any] = {}
-    if path.exists():
-        try:
-            previous = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
-            previous = {}
-    sessions = [s for s in previous.get("sessions", []) if s.get("id") != session.get("id")] + [session]
-    manifest = {
-        "study": settings.study_name,
-        "space": settings.space,
-        "seed": settings.seed,
-        "settings": settings.to_dict(),
-        "storage": storage,
-        "budget": budget,
-        "evaluator": _evaluator_settings(settings),
-        "data": data or previous.get("data"),
-        "trials": trials,
-        "packages": package_versions(),
-        "machine": {
-            "host": socket.gethostname(),
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "argv": sys.argv,
-        },
-        "sessions": sessions,
-        "written": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with replaced(path) as tmp:
-        tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
-    return path
+
+    def update(manifest: dict[str, Any]) -> None:
+        sessions = [s for s in manifest.get("sessions", []) if s.get("id") != session.get("id")]
+        manifest.update(
+            {
+                "study": settings.study_name,
+                "space": settings.space,
+                "seed": settings.seed,
+                "settings": settings.to_dict(),
+                "storage": storage,
+                "budget": budget,
+                "evaluator": _evaluator_settings(settings),
+                "data": data or manifest.get("data"),
+                "trials": trials,
+                "packages": package_versions(),
+                "machine": {
+                    "host": socket.gethostname(),
+                    "platform": platform.platform(),
+                    "cpus": os.cpu_count(),
+                    "argv": sys.argv,
+                },
+                "sessions": [*sessions, session],
+                "written": datetime.now(UTC).isoformat(timespec="seconds"),
+            }
+        )
+
+    return update_manifest(settings.run_dir, update)

@@ -1,130 +1,53 @@
-"""The Optuna driver (the default backend): an ask/tell loop over a named, persistent study.
+"""The Optuna driver (the default backend): :func:`~nas.search.trial.run_trial` in an ask/tell loop over a
+named, persistent study (:mod:`nas.search.storage` says where it lives).
 
-The study lives in ``runs/<study>/study.db`` (SQLite) unless ``storage`` names another: any SQLAlchemy URL
-(``postgresql://``, ``mysql+pymysql://``, ``sqlite:///``) through Optuna's RDB storage, or a journal file
-(``journal:PATH`` or a path ending in ``.log``), so that several workers, in one process group or on many
-machines, share one study.
-
-Every trial records, as user attributes, its architecture (``arch`` key and ``arch_json``), the evaluator's
-``metrics``, its ``cost`` (seconds, devices, device kind) and, if it failed, ``fail_reason``; the budget is
-rebuilt from those records, so a resumed search, or several workers, charge one budget. The space's
-baselines are enqueued first (once: ``skip_if_exists``). Before each trial the driver asks the budget whether
-the next trial, estimated from the finished ones, still fits; it never starts one that would overrun.
+Every trial records, as user attributes, what :meth:`TrialRecord.attrs` holds (``arch`` key and
+``arch_json``, ``baseline``, the evaluator's ``metrics``, its ``cost``, ``fail_reason``) plus its ``worker``
+and ``heartbeat`` while it runs (:mod:`nas.search.liveness`). The study also records the set-up overhead
+(``overhead``) and, per session, the wall-clock span it ran (``session:<id>``), so a resumed search, or
+several workers, charge one budget (:class:`StudyBudget`), wall budgets included. The space's baselines are
+enqueued first (once). Before each trial the worker asks the budget whether the next trial, estimated from the
+finished ones, still fits; it never starts one that would overrun.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import time
-import uuid
-import warnings
-from datetime import UTC, datetime
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import optuna
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
-from nas.search.budget import BudgetTracker, TrialCost
-from nas.search.failures import deadline, failure_reason, release_memory
+from nas.arch import Arch
+from nas.search.budget import BudgetTracker, Session, TrialCost, wall_seconds
 from nas.search.liveness import Heartbeat, enqueue_rerun, fail_lost_trials
 from nas.search.progress import SearchProgress
+from nas.search.samplers import make_sampler
 from nas.search.settings import SearchSettings
-from nas.search.trial import TrialRunner
+from nas.search.storage import batched_writes, open_storage, storage_url
+from nas.search.trial import TrialRecord, TrialRunner, run_trial
 
-__all__ = ["open_storage", "run_optuna", "worker_loop"]
+__all__ = ["StudyBudget", "open_study", "run_optuna", "worker_loop"]
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
-
-def storage_url(settings: SearchSettings) -> str:
-    if settings.storage:
-        return settings.storage
-    return f"sqlite:///{(settings.run_dir / 'study.db').resolve()}"
+WAIT_SECONDS = 2.0  # how often a worker with nothing to start looks at the trials running elsewhere
+_SESSION = "session:"
 
 
-def open_storage(settings: SearchSettings) -> tuple[Any, str]:
-    """The Optuna storage object for ``settings`` and its URL; ValueError (one sentence) if unreachable."""
-    url = storage_url(settings)
-    try:
-        if url.startswith("journal:") or url.endswith(".log"):
-            from optuna.storages.journal import JournalFileBackend, JournalStorage
-
-            path = Path(url.removeprefix("journal:")).expanduser()
-            path.parent.mkdir(parents=True, exist_ok=True)
-            return JournalStorage(JournalFileBackend(str(path))), url
-        if url.startswith("sqlite:///"):
-            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        engine_url = url
-        if url.startswith(("postgresql://", "postgres://")):  # no driver named: psycopg 3, a dependency
-            engine_url = "postgresql+psycopg://" + url.split("://", 1)[1]
-        storage = optuna.storages.RDBStorage(
-            engine_url, engine_kwargs={"connect_args": {"timeout": 60}} if url.startswith("sqlite") else None
-        )
-        if url.startswith("sqlite"):
-            _use_write_ahead_log(storage)
-        return storage, url
-    except Exception as err:  # SQLAlchemy / driver errors: unreachable host, bad URL, missing driver
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        if "Failed to import DB access module" in first:
-            first = _missing_driver(url)
-        raise ValueError(f"storage: cannot open {url}: {first}") from None
-
-
-def _missing_driver(url: str) -> str:
-    scheme = url.split(":", 1)[0]
-    if scheme.startswith("postgresql"):
-        return "the PostgreSQL driver is not installed (pip install 'psycopg[binary]')"
-    if scheme.startswith("mysql"):
-        return "the MySQL driver is not installed (pip install pymysql, and use mysql+pymysql://)"
-    return f"no database driver is installed for {scheme}://"
-
-
-def _use_write_ahead_log(storage: optuna.storages.RDBStorage) -> None:
-    """SQLite in write-ahead-log mode with ``synchronous=NORMAL``: a commit appends to the log and syncs
-    only at checkpoints, so the many small writes of a trial (each suggested parameter is one) cost a
-    fraction of a rollback-journal commit, and readers never block the writer. A killed process loses
-    nothing it committed; only an operating-system crash or power loss may lose the last commits, and it
-    never corrupts the file. WAL needs a local file system (not NFS), as SQLite shared by processes does."""
-    from sqlalchemy import event
-
-    def on_connect(connection: Any, _record: Any) -> None:
-        cursor = connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.close()
-
-    event.listen(storage.engine, "connect", on_connect)
-    storage.engine.dispose()  # connections made while Optuna set the schema up reconnect with the pragmas
-
-
-def _sampler(settings: SearchSettings, worker: int) -> optuna.samplers.BaseSampler:
-    seed = settings.seed + worker
-    name = settings.sampler_name
-    if name == "nsga2":
-        return optuna.samplers.NSGAIISampler(seed=seed)
-    if name == "tpe":
-        with warnings.catch_warnings():  # optuna calls these options experimental: noise for a user
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True, constant_liar=True)
-    if name == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
-    try:
-        import scipy  # noqa: F401 - the GP sampler's optimizer
-    except ImportError:
-        raise ValueError("sampler: gp needs scipy; pip install scipy, or use nsga2, tpe or random") from None
-    return optuna.samplers.GPSampler(seed=seed)
-
-
-def open_study(settings: SearchSettings, *, worker: int = 0, create: bool = True) -> tuple[optuna.Study, str]:
-    """Create the study, or load it: an existing study with trials needs ``resume`` (or a second worker),
-    and ``resume`` needs an existing study (a mistyped name must not start a new one)."""
+def open_study(
+    settings: SearchSettings, *, worker: int = 0, create: bool = True
+) -> tuple[optuna.Study, str, Any]:
+    """(study, storage URL, storage): create the study or load it. An existing study with trials needs
+    ``resume`` (or a second worker), and ``resume`` needs an existing study (a mistyped name must not start
+    a new one)."""
     default_db = settings.run_dir / "study.db"
     if create and settings.resume and not settings.storage and not default_db.exists():
         name, where = settings.study_name, storage_url(settings)
         raise ValueError(f"study {name!r} does not exist in {where}; drop --resume to start it")
     storage, url = open_storage(settings)
-    directions = [o.direction for o in settings.parsed_objectives]
     names = optuna.study.get_all_study_names(storage)
     exists = settings.study_name in names
     if exists and create and not settings.resume:
@@ -140,8 +63,8 @@ def open_study(settings: SearchSettings, *, worker: int = 0, create: bool = True
     study = optuna.create_study(
         study_name=settings.study_name,
         storage=storage,
-        directions=directions,
-        sampler=_sampler(settings, worker),
+        directions=[o.direction for o in settings.parsed_objectives],
+        sampler=make_sampler(settings.sampler_name, settings.seed + worker),
         load_if_exists=True,
     )
     stored = study.user_attrs.get("objectives")
@@ -155,119 +78,104 @@ def open_study(settings: SearchSettings, *, worker: int = 0, create: bool = True
             f"{', '.join(stored)}; "
             f"it cannot be resumed for {settings.space} with {', '.join(declared)}"
         )
-    return study, url
+    return study, url, storage
 
 
-def tracker_from_study(study: optuna.Study, settings: SearchSettings) -> BudgetTracker:
-    """The budget with every finished trial's cost (and recorded overhead) charged."""
-    charges = [dict(c, overhead=True) for c in study.user_attrs.get("overhead", [])]
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)):
-        cost = trial.user_attrs.get("cost")
-        if cost:
-            charges.append({**cost, "label": f"trial {trial.number}"})
-    return BudgetTracker.from_dict({"budget": settings.budget, "charges": charges, "elapsed": 0.0})
+def _record_session(study: optuna.Study, session: Session) -> None:
+    """Store the session's wall-clock span, from its start to now."""
+    start, end = session.span()
+    study.set_user_attr(_SESSION + session.id, {"start": start, "end": end})
 
 
-def _enqueue_baselines(study: optuna.Study, settings: SearchSettings) -> int:
+class StudyBudget:
+    """The study's budget as one worker sees it, kept incrementally: each finished trial is charged once
+    (this worker's when it ends, others' when this worker next looks), the set-up overhead recorded in the
+    study, and the wall time of every session's span (this one running to now)."""
+
+    def __init__(self, settings: SearchSettings, session: Session | None = None) -> None:
+        self.session = session
+        self._spans: list[tuple[float, float]] = []
+        self.tracker = BudgetTracker(settings.budget, wall=self._wall)
+        self._charged: set[int] = set()
+        self._overheads = 0
+
+    def _wall(self) -> float:
+        own = [self.session.span()] if self.session else []
+        return wall_seconds([*self._spans, *own])
+
+    def charge(self, number: int, cost: TrialCost) -> None:
+        if number not in self._charged:
+            self._charged.add(number)
+            self.tracker.charge(cost)
+
+    def refresh(self, trials: Sequence[FrozenTrial], attrs: dict[str, Any]) -> int:
+        """Charge what ``trials`` and the study's ``attrs`` record and this worker has not charged yet;
+        returns the number of trials running."""
+        overhead = attrs.get("overhead", [])
+        for item in overhead[self._overheads :]:
+            self.tracker.charge(TrialCost.from_dict(item))
+        self._overheads = len(overhead)
+        own = _SESSION + self.session.id if self.session else None
+        self._spans = [
+            (float(v["start"]), float(v["end"]))
+            for k, v in attrs.items()
+            if k.startswith(_SESSION) and k != own and isinstance(v, dict)
+        ]
+        running = 0
+        for trial in trials:
+            if trial.state == TrialState.RUNNING:
+                running += 1
+            elif trial.state in (TrialState.COMPLETE, TrialState.FAIL) and trial.number not in self._charged:
+                cost = trial.user_attrs.get("cost")
+                if cost:
+                    self.charge(trial.number, TrialCost.from_dict({**cost, "label": f"trial {trial.number}"}))
+        return running
+
+    @classmethod
+    def of(cls, study: optuna.Study, settings: SearchSettings) -> BudgetTracker:
+        """The whole study's budget, every session's span included (what the manifest records)."""
+        budget = cls(settings)
+        budget.refresh(study.get_trials(deepcopy=False), study.user_attrs)
+        return budget.tracker
+
+
+def _enqueue_baselines(study: optuna.Study, settings: SearchSettings) -> None:
     from search_spaces import get_space
 
     space = get_space(settings.space)
-    enqueued = 0
+    baselines = space.baselines()
     known = {t.user_attrs.get("baseline") for t in study.get_trials(deepcopy=False)}
-    for name, baseline in space.baselines().items():
-        if name in known:
-            continue
-        study.enqueue_trial(space.encode(baseline.arch), user_attrs={"baseline": name}, skip_if_exists=True)
-        enqueued += 1
-    return enqueued
+    for name in space.baseline_names().values():
+        if name not in known:
+            params = space.encode(baselines[name].arch)
+            study.enqueue_trial(params, user_attrs={"baseline": name}, skip_if_exists=True)
 
 
-def _running_elsewhere(study: optuna.Study) -> int:
-    return len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
-
-
-WAIT_SECONDS = 2.0  # how often a worker with nothing to start looks at the trials running elsewhere
-
-
-def run_trial(
-    study: optuna.Study, runner: TrialRunner, settings: SearchSettings, tracker: BudgetTracker
-) -> dict[str, Any]:
-    """Ask one trial, evaluate it, tell its outcome; returns the row the progress view shows.
-
-    While it runs the trial carries this worker's identity and heartbeat (:mod:`nas.search.liveness`), so
-    that a kill leaves a trial the next worker recognises as lost. An exception fails the trial with its
-    reason (:func:`~nas.search.failures.failure_reason`) and the search goes on; Ctrl-C / SIGTERM fails it
-    as interrupted, enqueues its architecture again for ``--resume`` and stops the search.
-    """
-    objectives = [o.name for o in settings.parsed_objectives]
+def _run_one(study: optuna.Study, storage: Any, runner: TrialRunner) -> tuple[int, TrialRecord]:
+    """Ask one trial, run it, tell its outcome. While it runs the trial carries this worker's identity and
+    heartbeat, so that a kill leaves a trial the next worker recognises as lost. The sampled parameters
+    with the architecture, and the outcome's records, are each one storage transaction."""
     trial = study.ask()
+
+    def sample() -> Arch:
+        with batched_writes(storage):
+            arch = runner.space.sample(trial)  # the sampler's suggestions run here: part of the trial's cost
+            trial.set_user_attr("arch", arch.key)
+            trial.set_user_attr("arch_json", arch.to_json())
+        return arch
+
     with Heartbeat(trial):  # until its outcome is told
-        row, cost = _evaluate(study, trial, runner, settings, objectives)
-    tracker.charge(cost)
-    row["seconds"] = cost.seconds
-    return row
-
-
-def _evaluate(
-    study: optuna.Study,
-    trial: optuna.Trial,
-    runner: TrialRunner,
-    settings: SearchSettings,
-    objectives: list[str],
-) -> tuple[dict[str, Any], TrialCost]:
-    start = time.perf_counter()
-    row: dict[str, Any] = {"number": trial.number, "baseline": trial.user_attrs.get("baseline", "")}
-    reason = None
-    try:
-        arch = runner.space.sample(trial)  # the sampler's suggestions run here: part of the trial's cost
-        sampling = time.perf_counter() - start
-        row["arch"] = arch.key
-        trial.set_user_attr("arch", arch.key)
-        trial.set_user_attr("arch_json", arch.to_json())
-        runner.prepare()
-        with deadline(settings.trial_timeout):
-            result = runner.run(arch)
-        values = result.values(objectives)
-        cost = TrialCost.of(
-            sampling + result.seconds, gpus=int(result.devices) if result.device_kind == "gpu" else 0
-        )
-        trial.set_user_attr("metrics", _jsonable(result.metrics))
-        trial.set_user_attr("cost", cost.to_dict())
-        study.tell(trial, values)
-        row.update(state="COMPLETE", values=values)
-    except KeyboardInterrupt as err:
-        _fail(study, trial, runner, start, failure_reason(err), overhead=True)
-        enqueue_rerun(study, study._storage.get_trial(trial._trial_id))  # --resume runs it again
-        raise
-    except Exception as err:  # the search goes on; the reason is kept in the trials table
-        reason = failure_reason(err)
-    if reason is not None:
-        release_memory()  # after the except block: the exception no longer holds the trial's frames
-        cost = _fail(study, trial, runner, start, reason)
-        row.update(state="FAIL", values=None, fail_reason=reason)
-        row.setdefault("arch", trial.user_attrs.get("arch", "?"))
-    return row, cost
-
-
-def _fail(
-    study: optuna.Study,
-    trial: optuna.Trial,
-    runner: TrialRunner,
-    start: float,
-    reason: str,
-    overhead: bool = False,
-) -> TrialCost:
-    gpus = int(runner.devices_held()) if runner.device_kind == "gpu" else 0
-    label = f"{'interrupted ' if overhead else ''}trial {trial.number}"
-    cost = TrialCost.of(time.perf_counter() - start, gpus=gpus, label=label, overhead=overhead)
-    trial.set_user_attr("cost", cost.to_dict())
-    trial.set_user_attr("fail_reason", reason)
-    study.tell(trial, state=TrialState.FAIL)
-    return cost
-
-
-def _jsonable(metrics: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in metrics.items() if isinstance(v, (int, float, str, bool)) or v is None}
+        record = run_trial(runner, sample, number=trial.number)
+        with batched_writes(storage):
+            for key in ("baseline", "metrics", "cost", "fail_reason"):
+                trial.set_user_attr(key, record.attrs()[key])
+        if record.ok:
+            study.tell(trial, record.values)
+        else:
+            study.tell(trial, state=TrialState.FAIL)
+    if record.interrupted:  # --resume runs it again
+        enqueue_rerun(study, next(t for t in study.get_trials(deepcopy=False) if t.number == trial.number))
+    return trial.number, record
 
 
 def worker_loop(
@@ -275,60 +183,68 @@ def worker_loop(
     worker: int = 0,
     progress: SearchProgress | None = None,
     runner: TrialRunner | None = None,
+    session: Session | None = None,
 ) -> int:
     """Run trials until the shared budget is spent and no trial of the study runs anywhere (a worker whose
     budget is taken by trials running elsewhere waits for them: one may be lost and need a re-run); returns
-    the number this worker ran."""
-    study, _ = open_study(settings, worker=worker, create=False)
+    the number this worker ran. Ctrl-C / SIGTERM fails the running trial as interrupted, queues it again and
+    raises KeyboardInterrupt."""
+    study, _, storage = open_study(settings, worker=worker, create=False)
     runner = runner or TrialRunner(settings)
-    tracker = tracker_from_study(study, settings)
-    tracker.check_device(runner.device_kind)
-    if settings.evaluator == "oneshot":
-        seconds, devices = runner.setup_cost()
-        if seconds:
-            gpus = int(devices) if runner.device_kind == "gpu" else 0
-            cost = TrialCost.of(seconds, gpus=gpus, label="supernet training", overhead=True)
-            study.set_user_attr("overhead", [*study.user_attrs.get("overhead", []), cost.to_dict()])
+    runner.prepare()  # a helper loads what the driver's set-up made (a trained supernet); not charged again
+    session = session or Session()
+    budget = StudyBudget(settings, session)
     ran = 0
     while True:
-        fail_lost_trials(study)  # a killed worker's trial is failed and its architecture enqueued again
-        tracker = tracker_from_study(study, settings)
-        running = _running_elsewhere(study)
-        if tracker.can_start(pending=running):
-            row = run_trial(study, runner, settings, tracker)
+        trials = study.get_trials(deepcopy=False)
+        if fail_lost_trials(study, trials):  # a killed worker's trial is failed and queued again
+            continue
+        running = budget.refresh(trials, study.user_attrs)
+        if budget.tracker.can_start(pending=running):
+            number, record = _run_one(study, storage, runner)
+            budget.charge(number, record.cost)
+            _record_session(study, session)
             ran += 1
             if progress is not None:
-                progress.trial_done(row, tracker)
+                progress.trial_done(number, record, budget.tracker)
+            if record.interrupted:
+                raise KeyboardInterrupt
         elif running:
             time.sleep(WAIT_SECONDS)  # they may finish, or be found lost and leave work to re-run
         else:
             return ran
 
 
-def _spawned_worker(settings: SearchSettings, worker: int, ran: Any) -> None:
-    ran.value = worker_loop(settings, worker)
+def _spawned_worker(settings: SearchSettings, worker: int, session: Session, ran: Any) -> None:
+    ran.value = worker_loop(settings, worker, session=session)
 
 
 def run_optuna(settings: SearchSettings, progress: SearchProgress | None = None) -> int:
-    """The whole search: open or resume the study, enqueue baselines, run the workers until the budget is
-    spent; returns the number of trials this process's workers ran. Extra workers (``settings.workers`` >
-    1) run as processes on this machine against the same storage; workers on other machines join by running
-    the same command with ``--resume``."""
-    study, _ = open_study(settings, create=True)
+    """The whole search: open or resume the study, enqueue baselines, do the evaluator's set-up once (a
+    one-shot supernet, charged as overhead), run the workers until the budget is spent; returns the number
+    of trials this process's workers ran. Extra workers (``settings.workers`` > 1) run as processes on this
+    machine against the same storage; workers on other machines join by running the same command with
+    ``--resume``."""
+    study, _, _ = open_study(settings, create=True)
+    runner = TrialRunner(settings)
+    BudgetTracker(settings.budget).check_device(runner.device_kind)
     if settings.baselines:
         _enqueue_baselines(study, settings)
-    session = uuid.uuid4().hex[:8]
-    study.set_user_attr(f"session:{session}", datetime.now(UTC).isoformat(timespec="seconds"))
+    session = Session()
+    _record_session(study, session)
+    setup = runner.prepare()
+    if setup is not None:
+        study.set_user_attr("overhead", [*study.user_attrs.get("overhead", []), setup.to_dict()])
     context = multiprocessing.get_context("spawn")
     counts = [context.Value("i", 0) for _ in range(1, settings.workers)]
     helpers = [
-        context.Process(target=_spawned_worker, args=(settings, w, counts[w - 1]))
+        context.Process(target=_spawned_worker, args=(settings, w, session, counts[w - 1]))
         for w in range(1, settings.workers)
     ]
     for p in helpers:
         p.start()
     try:
-        ran = worker_loop(settings, 0, progress)
+        ran = worker_loop(settings, 0, progress, runner, session)
     finally:
         for p in helpers:
             p.join()

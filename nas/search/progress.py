@@ -16,6 +16,7 @@ from rich.text import Text
 
 from nas.search.budget import BudgetTracker
 from nas.search.objectives import Objective
+from nas.search.trial import TrialRecord
 from results.pareto import pareto_front
 
 __all__ = ["SearchProgress", "format_metric"]
@@ -64,19 +65,27 @@ class SearchProgress:
         self.console.print(message, highlight=False, soft_wrap=True)
         self._refresh()
 
-    def trial_done(self, row: dict[str, Any], tracker: BudgetTracker) -> None:
+    def trial_done(self, number: int, record: TrialRecord, tracker: BudgetTracker) -> None:
+        row = {
+            "number": number,
+            "arch": record.arch.key if record.arch else "?",
+            "baseline": record.baseline,
+            "state": "COMPLETE" if record.ok else "FAIL",
+            "values": record.values,
+            "seconds": record.cost.seconds,
+            "fail_reason": record.reason or "",
+        }
         self.rows.append(row)
         self.tracker = tracker
         values = "  ".join(
             f"{o.name} {format_metric(o.name, v)}"
-            for o, v in zip(self.objectives, row.get("values") or (), strict=False)
+            for o, v in zip(self.objectives, row["values"] or (), strict=False)
         )
-        mark = "ok" if row["state"] == "COMPLETE" else row["state"].lower()
-        reason = f"  ({row['fail_reason']})" if row.get("fail_reason") else ""
-        base = f" [{row['baseline']}]" if row.get("baseline") else ""
+        mark = "ok" if record.ok else "fail"
+        reason = f"  ({record.reason})" if record.reason else ""
+        base = f" [{record.baseline}]" if record.baseline else ""
         self.log(
-            f"trial {row['number']:>3} {mark:<8} {row['arch']}{base}  {values}  "
-            f"{row['seconds']:.1f} s{reason}"
+            f"trial {number:>3} {mark:<8} {row['arch']}{base}  {values}  {row['seconds']:.1f} s{reason}"
             f"  | {tracker.summary()}"
         )
 

@@ -1,37 +1,43 @@
-"""The Ray Tune driver (``--backend ray``): the same define-by-run space, budget and trials table on Ray.
+"""The Ray Tune driver (``--backend ray``): :func:`~nas.search.trial.run_trial` as a Tune function trial.
 
 A ``Tuner`` runs one function trial per architecture with the resources asked for (``cpus_per_trial``,
 ``gpus_per_trial``) on a local Ray or the cluster at ``address`` (``auto`` inside ``ray job submit``, or
 ``ray://host:10001``). Architectures come from ``OptunaSearch`` over the space's ``sample`` (define-by-run),
 with the space's baselines as its first points, behind :class:`BudgetedSearcher`, which stops suggesting
-once the next trial would overrun the budget (the same :class:`~nas.search.budget.BudgetTracker` rule as
-the Optuna driver) and keeps at most ``concurrency`` trials running. Results and searcher state live in
-``runs/<study>/ray/``; ``--resume`` continues with ``Tuner.restore`` (errored trials are retried), and a
-trial whose worker process dies is retried up to twice (``FailureConfig``).
+once the next trial would overrun the budget and keeps at most ``concurrency`` trials running. Each Ray
+worker process keeps one :class:`~nas.search.trial.TrialRunner` across the trials it runs (``reuse_actors``).
+An evaluator with set-up work (a one-shot supernet) does it once, in a Ray task with a trial's resources,
+before the first trial; it is charged as overhead, as on the Optuna driver.
 
-A trial that raises (a diverged run, an out-of-memory error) reports its reason and NaN objectives instead of
-failing the Ray trial, so it is recorded as failed in the trials table and the search goes on.
+The budget's state (the budget, each trial's cost by Tune trial id, overhead, the wall-clock span of each
+session) is plain JSON in ``runs/<study>/ray_budget.json``; Tune results and the searcher's state live in
+``runs/<study>/ray/``. ``--resume`` continues with ``Tuner.restore`` (errored trials are retried), and a
+trial whose worker process dies is retried up to twice (``FailureConfig``). A trial that fails reports its
+reason and NaN objectives, so it is recorded as failed in the trials table and the search goes on.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import pickle
-import time
 from pathlib import Path
 from typing import Any
 
 from ray.tune.search import Searcher, SearchGenerator
 
-from nas.search.budget import BudgetTracker, TrialCost
-from nas.search.failures import deadline, failure_reason, release_memory
+from nas.atomic import replaced
+from nas.search.budget import BudgetTracker, Session, TrialCost, wall_seconds
 from nas.search.progress import SearchProgress
 from nas.search.settings import SearchSettings
+from nas.search.trial import TrialRecord, TrialRunner, run_trial
 
 __all__ = ["BudgetedGenerator", "BudgetedSearcher", "collect_ray", "run_ray"]
 
 _NUMBER = "__number"  # the trial's sequence number, added to the config the trainable receives
+_RUNNERS: dict[str, TrialRunner] = {}  # this worker process's runner, by its settings
+_LIVE_VIEWS: dict[str, SearchProgress] = {}  # the searcher is pickled with the experiment: views by name
 
 
 def _settings_dict(settings: SearchSettings) -> dict[str, Any]:
@@ -42,72 +48,85 @@ def _settings_dict(settings: SearchSettings) -> dict[str, Any]:
     return out
 
 
+def _runner(settings: dict[str, Any]) -> TrialRunner:
+    key = json.dumps(settings, sort_keys=True, default=str)
+    if key not in _RUNNERS:
+        _RUNNERS.clear()  # a reused worker of another search: its runner is not needed again
+        runner = _RUNNERS[key] = TrialRunner(SearchSettings(**settings))
+        runner.prepare()  # loads what the driver's set-up task made (a trained supernet); not charged again
+    return _RUNNERS[key]
+
+
 def ray_trial(config: dict[str, Any], settings: dict[str, Any]) -> None:
-    """One trial on a Ray worker: sample the architecture from the suggested params, evaluate, report."""
+    """One trial on a Ray worker: the suggested parameters replayed through the space, run, reported."""
     import optuna
     from ray import tune
 
-    from nas.search.trial import TrialRunner
-
-    st = SearchSettings(**settings)
+    runner = _runner(settings)
     params = {k: v for k, v in config.items() if k != _NUMBER}
-    runner = TrialRunner(st)
-    arch = runner.space.sample(optuna.trial.FixedTrial(params))
-    baselines = {b.arch.key: name for name, b in runner.space.baselines().items()}
-    report: dict[str, Any] = {
-        "number": config.get(_NUMBER, -1),
-        "arch": arch.key,
-        "arch_json": arch.to_json(),
-        "baseline": baselines.get(arch.key, ""),
-        "fail_reason": "",
-    }
-    start = time.perf_counter()
-    reason = None
-    try:
-        runner.prepare()
-        with deadline(st.trial_timeout):
-            result = runner.run(arch)
-        metrics = {k: v for k, v in result.metrics.items() if isinstance(v, (int, float, str, bool))}
-        report.update(metrics, metrics=metrics)  # objectives at the top for the searcher; all for the table
-        report.update(
-            cost_seconds=result.seconds, cost_devices=result.devices, cost_device=result.device_kind
-        )
-    except Exception as err:  # recorded as a failed trial; the search goes on
-        reason = failure_reason(err)
-    if reason is not None:
-        release_memory()
-        report.update({o.name: math.nan for o in st.parsed_objectives})
-        report["fail_reason"] = reason
-        report.update(
-            cost_seconds=time.perf_counter() - start,
-            cost_devices=runner.devices_held(),
-            cost_device=runner.device_kind,
-        )
-    tune.report(report)
+    number = config.get(_NUMBER, -1)
+    record = run_trial(runner, lambda: runner.space.sample(optuna.trial.FixedTrial(params)), number=number)
+    values = record.values or [math.nan] * len(runner.objectives)  # objectives on top, for the searcher
+    tune.report({**record.attrs(), **dict(zip(runner.objectives, values, strict=True)), "number": number})
 
 
-def _cost(result: dict[str, Any], label: str) -> TrialCost | None:
-    if not result or "cost_seconds" not in result:
-        return None
-    gpus = int(result.get("cost_devices") or 1) if result.get("cost_device") == "gpu" else 0
-    return TrialCost.of(float(result["cost_seconds"]), gpus=gpus, label=label)
+def _setup_task(settings: dict[str, Any]) -> dict[str, Any] | None:
+    """The evaluator's set-up (a one-shot supernet trained into the run directory), run once in a Ray task;
+    returns its cost."""
+    cost = TrialRunner(SearchSettings(**settings)).prepare()
+    return cost.to_dict() if cost is not None else None
+
+
+def budget_path(settings: SearchSettings) -> Path:
+    return (settings.run_dir / "ray_budget.json").resolve()
+
+
+def read_ledger(path: Path) -> dict[str, Any]:
+    """The budget's state (``budget``, ``charges`` by trial id, ``overhead``, ``spans`` by session)."""
+    data = json.loads(path.read_text()) if path.exists() else {}
+    return {"charges": {}, "overhead": [], "spans": {}, **data}
+
+
+def _write_ledger(path: Path, ledger: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with replaced(path) as tmp:
+        tmp.write_text(json.dumps(ledger, indent=1) + "\n")
+
+
+def _tracker(ledger: dict[str, Any], wall: Any = None) -> BudgetTracker:
+    spans = [tuple(s) for s in ledger["spans"].values()]
+    tracker = BudgetTracker(ledger["budget"], wall=wall or (lambda: wall_seconds(spans)))
+    for item in [*ledger["overhead"], *ledger["charges"].values()]:
+        tracker.charge(TrialCost.from_dict(item))
+    return tracker
 
 
 class BudgetedSearcher(Searcher):
-    """Suggests from ``inner`` until the budget's next trial would not fit; charges every completed trial."""
+    """Suggests from ``inner`` until the budget's next trial would not fit; charges every completed trial
+    (once, by Tune trial id) to the ledger and shows it in the live view."""
 
-    def __init__(self, inner: Any, budget: str, max_concurrent: int, budget_file: Path) -> None:
+    def __init__(self, inner: Any, settings: SearchSettings) -> None:
         super().__init__(metric=inner.metric, mode=inner.mode)
-        self.inner, self.budget, self.max_concurrent = inner, budget, max_concurrent
-        self.budget_file = budget_file  # a resumed search may bring a new budget: read at every decision
-        self.charges: dict[str, dict[str, Any]] = {}  # by trial id: a trial re-run on restore is charged once
+        self.inner, self.max_concurrent = inner, settings.concurrency
+        self.ledger_path, self.view = budget_path(settings), settings.study_name
+        self.objectives = tuple(o.name for o in settings.parsed_objectives)
         self.live: set[str] = set()
         self.numbers: dict[str, int] = {}
+        self._open()
 
-    def tracker(self) -> BudgetTracker:
-        budget = self.budget_file.read_text().strip() if self.budget_file.exists() else self.budget
-        charges = list(self.charges.values())
-        return BudgetTracker.from_dict({"budget": budget, "charges": charges, "elapsed": 0.0})
+    def __getstate__(self) -> dict[str, Any]:  # Tune pickles the searcher: the ledger is read anew
+        return {k: v for k, v in self.__dict__.items() if k not in ("session", "ledger", "tracker")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._open()
+
+    def _open(self) -> None:
+        """Read the ledger (written by ``run_ray`` for this session) and start this session's span."""
+        self.session = Session()
+        self.ledger = read_ledger(self.ledger_path)
+        others = [tuple(s) for s in self.ledger["spans"].values()]
+        self.tracker = _tracker(self.ledger, wall=lambda: wall_seconds([*others, self.session.span()]))
 
     def set_search_properties(self, metric: Any, mode: Any, config: dict, **spec: Any) -> bool:
         return True  # metric and mode are the inner searcher's (declared objectives)
@@ -115,7 +134,7 @@ class BudgetedSearcher(Searcher):
     def suggest(self, trial_id: str) -> dict[str, Any] | None:
         if len(self.live) >= self.max_concurrent:
             return None
-        if not self.tracker().can_start(pending=len(self.live)):
+        if not self.tracker.can_start(pending=len(self.live)):
             return None if self.live else Searcher.FINISHED
         config = self.inner.suggest(trial_id)
         if config is None or config == Searcher.FINISHED:
@@ -129,21 +148,43 @@ class BudgetedSearcher(Searcher):
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         self.live.discard(trial_id)
-        cost = _cost(result or {}, f"trial {self.numbers.get(trial_id, '?')}")
-        if cost is not None:
-            self.charges[trial_id] = cost.to_dict()
         self.inner.on_trial_complete(trial_id, result=result, error=error)
+        cost = (result or {}).get("cost")
+        if not cost or trial_id in self.ledger["charges"]:
+            return
+        number = self.numbers.get(trial_id, -1)
+        self.ledger["charges"][trial_id] = cost
+        self.ledger["spans"][self.session.id] = list(self.session.span())
+        _write_ledger(self.ledger_path, self.ledger)
+        self.tracker.charge(TrialCost.from_dict(cost))
+        progress = _LIVE_VIEWS.get(self.view)
+        if progress is not None:
+            progress.trial_done(number, _record_of(result, self.objectives), self.tracker)
 
     def save(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "wb") as f:
-            pickle.dump(self.__dict__.copy(), f)
+            pickle.dump(self.__getstate__(), f)
 
     def restore(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "rb") as f:
             self.__dict__.update(pickle.load(f))
-        if isinstance(self.charges, list):  # saved before charges were keyed by trial id
-            self.charges = {f"saved-{i}": c for i, c in enumerate(self.charges)}
         self.live = set()  # trials that were running are re-run or retried by Tune on restore
+        self._open()
+
+
+def _record_of(result: dict[str, Any], objectives: tuple[str, ...]) -> TrialRecord:
+    """The record a Ray trial reported (for the live view)."""
+    from nas.arch import Arch
+
+    arch = Arch.from_json(result["arch_json"]) if result.get("arch_json") else None
+    return TrialRecord(
+        arch,
+        result.get("metrics") or {},
+        TrialCost.from_dict(result["cost"]),
+        result.get("fail_reason") or None,
+        result.get("baseline", ""),
+        objectives,
+    )
 
 
 class BudgetedGenerator(SearchGenerator):
@@ -174,32 +215,27 @@ def make_searcher(settings: SearchSettings) -> BudgetedGenerator:
     import optuna
     from ray.tune.search.optuna import OptunaSearch
 
-    from nas.search.optuna_driver import _sampler
+    from nas.search.samplers import make_sampler
     from search_spaces import get_space
 
     space = get_space(settings.space)
-    objectives = settings.parsed_objectives
-    points = [space.encode(b.arch) for b in space.baselines().values()] if settings.baselines else None
+    baselines = space.baselines()
+    points = [space.encode(baselines[n].arch) for n in space.baseline_names().values()]
     optuna.logging.set_verbosity(optuna.logging.WARNING)
 
     inner = OptunaSearch(
         space=_DefineByRun(settings.space),
-        metric=[o.name for o in objectives],
-        mode=[o.direction[:3] for o in objectives],
-        points_to_evaluate=points,
-        sampler=_sampler(settings, 0),
+        metric=[o.name for o in settings.parsed_objectives],
+        mode=[o.direction[:3] for o in settings.parsed_objectives],
+        points_to_evaluate=points if settings.baselines else None,
+        sampler=make_sampler(settings.sampler_name, settings.seed),
         seed=settings.seed,
     )
-    searcher = BudgetedSearcher(inner, settings.budget, settings.concurrency, budget_file(settings))
-    return BudgetedGenerator(searcher)
+    return BudgetedGenerator(BudgetedSearcher(inner, settings))
 
 
 def experiment_dir(settings: SearchSettings) -> Path:
     return (settings.run_dir / "ray").resolve()
-
-
-def budget_file(settings: SearchSettings) -> Path:
-    return (settings.run_dir / "ray_budget.txt").resolve()
 
 
 def _init_ray(settings: SearchSettings) -> None:
@@ -218,54 +254,37 @@ def _init_ray(settings: SearchSettings) -> None:
         raise ValueError(f"address: cannot {where}: {err}") from None
 
 
-_LIVE_VIEWS: dict[str, SearchProgress] = {}  # the Tuner pickles its callbacks; they refer to views by name
+def _trial_gpus(settings: SearchSettings) -> float:
+    """GPUs each trial asks Ray for: ``--gpus-per-trial``, else 1 where this machine has CUDA."""
+    if settings.gpus_per_trial is not None:
+        return settings.gpus_per_trial
+    from evaluators.complexity import pick_device
+
+    return 1 if pick_device().type == "cuda" else 0
 
 
-class _ProgressCallback:
-    """Feeds the driver's live view from Tune's trial completions (held by name: consoles do not pickle)."""
+def _start_session_ledger(settings: SearchSettings, gpus: float) -> None:
+    """Write this session's budget into the ledger and charge the evaluator's set-up (a Ray task with a
+    trial's resources) as overhead, before the first trial."""
+    import ray
 
-    def __init__(self, settings: SearchSettings, view: str) -> None:
-        self.budget, self.view = settings.budget, view
-        self.objectives = [o.name for o in settings.parsed_objectives]
-        self.charges: list[dict[str, Any]] = []
-
-    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        progress = _LIVE_VIEWS.get(self.view)
-        result = trial.last_result or {}
-        cost = _cost(result, "trial")
+    path = budget_path(settings)
+    ledger = read_ledger(path)
+    ledger["budget"] = settings.budget
+    _write_ledger(path, ledger)
+    if settings.evaluator_spec.needs_setup:
+        task = ray.remote(num_cpus=settings.cpus_per_trial, num_gpus=gpus)(_setup_task)
+        cost = ray.get(task.remote(_settings_dict(settings)))
         if cost is not None:
-            self.charges.append(cost.to_dict())
-        if progress is None:
-            return
-        failed = bool(result.get("fail_reason")) or not result
-        row = {
-            "number": result.get("number", len(self.charges) - 1),
-            "arch": result.get("arch", "?"),
-            "baseline": result.get("baseline", ""),
-            "state": "FAIL" if failed else "COMPLETE",
-            "values": None if failed else [result.get(name) for name in self.objectives],
-            "seconds": cost.seconds if cost else 0.0,
-            "fail_reason": result.get("fail_reason", ""),
-        }
-        tracker = BudgetTracker.from_dict({"budget": self.budget, "charges": self.charges, "elapsed": 0.0})
-        progress.trial_done(row, tracker)
-
-
-def _progress_callback(settings: SearchSettings, progress: SearchProgress | None) -> list[Any]:
-    from ray.tune import Callback
-
-    if progress is None:
-        return []
-    _LIVE_VIEWS[settings.study_name] = progress
-    cls = type("ProgressCallback", (_ProgressCallback, Callback), {})
-    return [cls(settings, settings.study_name)]
+            ledger["overhead"].append(cost)
+            _write_ledger(path, ledger)
 
 
 def run_ray(settings: SearchSettings, progress: SearchProgress | None = None) -> Any:
     """Run (or, with ``resume``, restore and continue) the Ray Tune search; returns the ``ResultGrid``."""
     from ray import tune
 
-    from evaluators.complexity import pick_device
+    from nas.search.budget import Budget
 
     exp = experiment_dir(settings)
     if exp.exists() and not settings.resume and tune.Tuner.can_restore(str(exp)):
@@ -277,25 +296,21 @@ def run_ray(settings: SearchSettings, progress: SearchProgress | None = None) ->
         raise ValueError(
             f"study {settings.study_name!r} has no Ray results in {exp} to resume; drop --resume to start it"
         )
-    gpus = settings.gpus_per_trial
-    if gpus is None:
-        gpus = 1 if pick_device().type == "cuda" else 0
-    from nas.search.budget import Budget
-
+    gpus = _trial_gpus(settings)
     budget = Budget.parse(settings.budget)
     if budget.device == "gpu" and not gpus:
         raise ValueError(
             f"budget {budget} counts GPU time but trials hold no GPU; give --gpus-per-trial or a cpu budget"
         )
-    budget_file(settings).parent.mkdir(parents=True, exist_ok=True)
-    budget_file(settings).write_text(f"{budget}\n")
     _init_ray(settings)
+    _start_session_ledger(settings, gpus)
+    if progress is not None:
+        _LIVE_VIEWS[settings.study_name] = progress
     trainable = tune.with_resources(
         tune.with_parameters(ray_trial, settings=_settings_dict(settings)),
         {"cpu": settings.cpus_per_trial, "gpu": gpus},
     )
     if settings.resume:
-        _progress_callback(settings, progress)  # the restored callback finds this view by the study's name
         tuner = tune.Tuner.restore(str(exp), trainable=trainable, resume_errored=True)
     else:
         tuner = tune.Tuner(
@@ -309,11 +324,13 @@ def run_ray(settings: SearchSettings, progress: SearchProgress | None = None) ->
                 name=exp.name,
                 storage_path=str(exp.parent),
                 failure_config=tune.FailureConfig(max_failures=2),
-                callbacks=_progress_callback(settings, progress),
                 verbose=0,
             ),
         )
-    return tuner.fit()
+    try:
+        return tuner.fit()
+    finally:
+        _LIVE_VIEWS.pop(settings.study_name, None)
 
 
 def _times(result: dict[str, Any]) -> tuple[Any, Any]:
@@ -335,27 +352,23 @@ def collect_ray(settings: SearchSettings) -> tuple[Any, str, BudgetTracker]:
 
     exp = experiment_dir(settings)
     objectives = [o.name for o in settings.parsed_objectives]
-    rows, charges = [], []
+    rows = []
     if exp.exists():
-        analysis = ExperimentAnalysis(str(exp))
-        for trial in analysis.trials:
+        for trial in ExperimentAnalysis(str(exp)).trials:
             result = trial.last_result or {}
-            cost = _cost(result, "trial")
-            if cost is not None:
-                charges.append(cost.to_dict())
             failed = trial.status == "ERROR" or bool(result.get("fail_reason")) or not result
-            reason = result.get("fail_reason") or (f"Ray trial {trial.status}" if failed else "")
             attrs = {
                 "arch": result.get("arch", ""),
                 "arch_json": result.get("arch_json", ""),
                 "baseline": result.get("baseline", ""),
-                "fail_reason": reason,
                 "metrics": result.get("metrics") or {},
-                "cost": cost.to_dict() if cost else None,
+                "cost": result.get("cost"),
+                "fail_reason": result.get("fail_reason") or (f"Ray trial {trial.status}" if failed else ""),
             }
             values = None if failed else {name: result.get(name) for name in objectives}
             number = trial.config.get(_NUMBER, result.get("number", -1))
             start, end = _times(result)
             rows.append(trial_row(number, "FAIL" if failed else "COMPLETE", attrs, values, start, end))
-    tracker = BudgetTracker.from_dict({"budget": settings.budget, "charges": charges, "elapsed": 0.0})
-    return frame_from_rows(rows, objectives), str(exp), tracker
+    ledger = read_ledger(budget_path(settings))
+    ledger.setdefault("budget", settings.budget)
+    return frame_from_rows(rows, objectives), str(exp), _tracker(ledger)

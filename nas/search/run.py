@@ -100,11 +100,11 @@ def run_search(settings: SearchSettings, console: Console | None = None) -> Sear
 def _collect(settings: SearchSettings) -> tuple[pd.DataFrame, str, Any]:
     objectives = [o.name for o in settings.parsed_objectives]
     if settings.backend == "optuna":
-        from nas.search.optuna_driver import open_study, tracker_from_study
+        from nas.search.optuna_driver import StudyBudget, open_study
         from results.store import trials_frame
 
-        study, url = open_study(settings, create=False)
-        return trials_frame(study, objectives), url, tracker_from_study(study, settings)
+        study, url, _ = open_study(settings, create=False)
+        return trials_frame(study, objectives), url, StudyBudget.of(study, settings)
     from nas.search.ray_driver import collect_ray
 
     return collect_ray(settings)

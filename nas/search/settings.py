@@ -21,12 +21,12 @@ from typing import Any
 
 import yaml
 
+from evaluators.registry import EVALUATORS, EvaluatorSpec, get_evaluator
 from nas.search.budget import Budget
-from nas.search.objectives import Objective, parse_objectives
+from nas.search.objectives import KNOWN_DIRECTIONS, Objective, parse_objectives
 
 __all__ = [
     "BACKENDS",
-    "EVALUATORS",
     "SAMPLERS",
     "SearchSettings",
     "check_study_name",
@@ -34,7 +34,6 @@ __all__ = [
     "space_min_img_size",
 ]
 
-EVALUATORS = ("complexity", "proxy", "oneshot")
 BACKENDS = ("optuna", "ray")
 SAMPLERS = ("nsga2", "tpe", "gp", "random")
 _STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
@@ -75,6 +74,7 @@ class SearchSettings:
     cpus_per_trial: float = 1.0
     concurrency: int = 1
     trial_timeout: float | None = None  # seconds; a trial running longer fails
+    evaluator_config: dict[str, Any] = field(default_factory=dict)  # overrides of the evaluator's config
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -83,19 +83,23 @@ class SearchSettings:
         self._check_types()
         space = get_space(self.space)  # ValueError names the known spaces
         space.profile(self.profile)
-        if self.evaluator not in EVALUATORS:
-            raise ValueError(f"evaluator: unknown {self.evaluator!r}; allowed: {', '.join(EVALUATORS)}")
+        evaluator = get_evaluator(self.evaluator)  # ValueError names the registered evaluators
         if self.backend not in BACKENDS:
             raise ValueError(f"backend: unknown {self.backend!r}; allowed: {', '.join(BACKENDS)}")
         if self.sampler is not None and self.sampler not in SAMPLERS:
             raise ValueError(f"sampler: unknown {self.sampler!r}; allowed: {', '.join(SAMPLERS)}")
         Budget.parse(self.budget)
-        objectives = self.parsed_objectives
-        if self.evaluator == "complexity" and any(o.name in ("top1", "loss") for o in objectives):
+        missing = [o.name for o in self.parsed_objectives if o.name not in evaluator.objectives]
+        if missing:
+            others = [e.name for e in EVALUATORS.values() if set(missing) <= e.objectives]
+            hint = f" or --evaluator {' / '.join(others)}" if others else ""
+            usable = sorted(evaluator.objectives & KNOWN_DIRECTIONS.keys())
             raise ValueError(
-                "objectives: the complexity evaluator trains nothing, so it has no top1 or loss; use "
-                "--objectives macs,params or --evaluator proxy"
+                f"objectives: the {evaluator.name} evaluator {evaluator.does}, so it produces no "
+                f"{', '.join(missing)}; use objectives among {', '.join(usable)}{hint}"
             )
+        if self.evaluator_config:
+            evaluator.make_config(self.evaluator_config)
         check_study_name(self.study_name)
         for name in ("workers", "concurrency"):
             if getattr(self, name) < 1:
@@ -165,6 +169,15 @@ class SearchSettings:
         return Budget.parse(self.budget)
 
     @property
+    def evaluator_spec(self) -> EvaluatorSpec:
+        return get_evaluator(self.evaluator)
+
+    def evaluator_config_used(self) -> Any:
+        """The evaluator's config instance: its defaults with ``evaluator_config`` on top. The trials run
+        with it and the manifest records it."""
+        return self.evaluator_spec.make_config(self.evaluator_config)
+
+    @property
     def sampler_name(self) -> str:
         # TPE for any number of objectives: the spaces ask conditional questions (a patch stem drops
         # stages, k exists for local attention only), and optuna's NSGA-II evolves only the parameters
@@ -192,6 +205,7 @@ _KIND_NAMES = {
     str: "a string",
     int: "a whole number",
     bool: "true or false",
+    dict: "a mapping of settings",
     _NUMBER: "a number",
     _OPTIONAL: "unset",
 }
@@ -217,6 +231,7 @@ _FIELD_TYPES: dict[str, tuple[Any, ...]] = {
     "cpus_per_trial": (_NUMBER,),
     "concurrency": (int,),
     "trial_timeout": (_NUMBER, _OPTIONAL),
+    "evaluator_config": (dict,),
 }
 
 

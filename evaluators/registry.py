@@ -1,0 +1,166 @@
+"""Evaluators by name, each declaring what it produces: what ``nas search --evaluator`` chooses from.
+
+An entry names an evaluator, its config dataclass (the settings a user may override, e.g. from a search
+config file's ``evaluator-config`` section), the metrics its ``evaluate(arch, report=...)`` reports, and
+whether it does set-up work before its first trial (training a one-shot supernet), which a search charges to
+its budget as overhead. A search validates its objectives against the entry before any study is created, so
+an objective no evaluator produces is refused in one sentence instead of failing every trial.
+
+Besides what the evaluator reports, every trial carries :data:`TRIAL_METRICS` (``params`` and ``macs`` of the
+architecture at the target resolution, counted by fvcore), whichever evaluator scored it.
+
+This module imports no torch: the config types and builders are resolved when first used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+__all__ = ["EVALUATORS", "TRIAL_METRICS", "Evaluator", "EvaluatorSpec", "get_evaluator"]
+
+TRIAL_METRICS = frozenset({"params", "macs"})
+
+
+class Evaluator(Protocol):
+    def evaluate(self, arch: Any, report: Any = None) -> dict[str, Any]: ...
+
+
+def _resolve(path: str) -> Any:
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+@dataclass(frozen=True)
+class EvaluatorSpec:
+    """One registered evaluator: its name, what it does (a clause: "trains nothing"), the metrics it
+    reports, its config type and builder (``module:name``, imported on first use) and whether it has set-up
+    work that a search charges as overhead."""
+
+    name: str
+    does: str
+    produces: frozenset[str]
+    config: str | None = None
+    builder: str | None = None
+    needs_setup: bool = False
+
+    @property
+    def objectives(self) -> frozenset[str]:
+        """Metric names a search with this evaluator may optimize."""
+        return self.produces | TRIAL_METRICS
+
+    def config_type(self) -> type | None:
+        return _resolve(self.config) if self.config else None
+
+    def make_config(self, overrides: Mapping[str, Any] | None = None) -> Any:
+        """The config instance a search runs with: the type's defaults with ``overrides`` on top;
+        ValueError in one sentence for an unknown key or a value of the wrong kind."""
+        overrides = dict(overrides or {})
+        kind = self.config_type()
+        if kind is None:
+            if overrides:
+                raise ValueError(f"evaluator-config: the {self.name} evaluator has no settings to override")
+            return None
+        fields = {f.name: f for f in dataclasses.fields(kind)}
+        unknown = sorted(set(overrides) - set(fields))
+        if unknown:
+            raise ValueError(
+                f"evaluator-config: unknown {self.name} setting(s) {', '.join(unknown)}; "
+                f"allowed: {', '.join(fields)}"
+            )
+        defaults = kind()
+        for key, value in overrides.items():
+            _check_kind(key, value, getattr(defaults, key))
+        return dataclasses.replace(defaults, **overrides)
+
+    def build(self, config: Any, **context: Any) -> Evaluator | None:
+        """The evaluator for one worker (None for one that only counts). ``context`` holds ``space``,
+        ``profile``, ``data`` (a thunk: called only by evaluators that train), ``seed``, ``device``,
+        ``run_dir`` and ``weights_dir``."""
+        return _resolve(self.builder)(config, **context) if self.builder else None
+
+
+def _check_kind(key: str, value: Any, default: Any) -> None:
+    if default is None:
+        return  # optional setting: any value its owner accepts
+    if isinstance(default, bool):
+        ok, wanted = isinstance(value, bool), "true or false"
+    elif isinstance(default, (int, float)):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        ok = ok and (isinstance(default, float) or isinstance(value, int))
+        wanted = "a number" if isinstance(default, float) else "a whole number"
+    else:
+        ok, wanted = isinstance(value, type(default)), f"a {type(default).__name__}"
+    if not ok:
+        raise ValueError(f"evaluator-config: {key} must be {wanted}, got {value!r}")
+
+
+def build_proxy(config: Any, *, profile: Any, data: Any, seed: int, device: Any, weights_dir: Path, **_: Any):
+    from evaluators.proxy import ProxyEvaluator
+
+    return ProxyEvaluator(profile, data(), seed=seed, config=config, device=device, weights_dir=weights_dir)
+
+
+def build_oneshot(
+    config: Any,
+    *,
+    space: Any,
+    profile: Any,
+    data: Any,
+    seed: int,
+    device: Any,
+    run_dir: Path,
+    weights_dir: Path,
+) -> Any:
+    """The one-shot evaluator with its supernet trained (or loaded from ``run_dir``'s checkpoint)."""
+    from evaluators.oneshot import OneShotEvaluator
+
+    evaluator = OneShotEvaluator(
+        space,
+        profile,
+        data(),
+        seed=seed,
+        config=config,
+        run_dir=run_dir,
+        device=device,
+        weights_dir=weights_dir,
+    )
+    evaluator.train()
+    return evaluator
+
+
+_TRAINED = frozenset({"top1", "loss"})
+
+EVALUATORS: dict[str, EvaluatorSpec] = {
+    spec.name: spec
+    for spec in (
+        EvaluatorSpec("complexity", "trains nothing", frozenset()),
+        EvaluatorSpec(
+            "proxy",
+            "trains each network briefly",
+            _TRAINED | {"train_loss", "train_seconds", "eval_seconds", "images_per_second", "epochs"},
+            config="evaluators.proxy:TrainConfig",
+            builder="evaluators.registry:build_proxy",
+        ),
+        EvaluatorSpec(
+            "oneshot",
+            "scores each network with a trained supernet's weights",
+            _TRAINED | {"eval_seconds"},
+            config="evaluators.oneshot:OneShotConfig",
+            builder="evaluators.registry:build_oneshot",
+            needs_setup=True,
+        ),
+    )
+}
+
+
+def get_evaluator(name: str) -> EvaluatorSpec:
+    try:
+        return EVALUATORS[name]
+    except KeyError:
+        raise ValueError(f"evaluator: unknown {name!r}; allowed: {', '.join(EVALUATORS)}") from None
