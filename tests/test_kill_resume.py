@@ -83,12 +83,13 @@ def test_optuna_search_survives_repeated_sigkill(tmp_path: Path) -> None:
     kills = 0
     while kills < KILLS:
         count = _trial_count(db)
+        errors = tmp_path / f"stderr-{kills}.txt"  # a file: a full pipe nobody reads would stall the search
         proc = subprocess.Popen(
             _search(runs, "k", *(["--resume"] if db.exists() else [])),
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            stdout=subprocess.DEVNULL, stderr=errors.open("w"), text=True,
         )  # fmt: skip
         killed = _kill_when(proc, lambda c=count: _trial_count(db) > c, rng)
-        assert killed, f"the search ended before kill {kills + 1}: {proc.stderr.read()[-2000:]}"
+        assert killed, f"the search ended before kill {kills + 1}: {errors.read_text()[-2000:]}"
         kills += 1
         now = _finished_sqlite(db)
         for number, record in finished_before.items():  # nothing finished is lost or changed by a kill

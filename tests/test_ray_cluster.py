@@ -38,19 +38,26 @@ def test_search_job_survives_losing_a_worker_node(ray_head: RayNode, tmp_path: P
             "--runs-dir", str(runs), "--study", "job", "--backend", "ray", "--address", "auto",
             "--concurrency", "2",
         ]  # fmt: skip
+        job_log = tmp_path / "job.log"  # a file, not a pipe: a full pipe nobody reads would stall the job
         job = subprocess.Popen(
             [RAY, "job", "submit", "--address", ray_head.dashboard, "--working-dir", str(ROOT), "--", *entry],
-            env=ray_head.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env=ray_head.env, stdout=job_log.open("w"), stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
         stopped_after = None
-        while job.poll() is None:  # the job's driver log, as it is written: one line per ended trial
+        deadline = time.time() + 600
+        while job.poll() is None:
+            if time.time() > deadline:
+                job.kill()
+                pytest.fail(
+                    "the search job did not end within 600 s:\n" + ray_head.log()
+                )  # the job's driver log, as it is written: one line per ended trial
             if stopped_after is None:
                 ended = _ended_trials(ray_head.temp_dir)
                 if ended >= 10:
                     worker.kill()  # mid-search, as if its machine were lost: its trial dies with it
                     stopped_after = ended
             time.sleep(0.1)
-        text = job.stdout.read()[-4000:]
+        text = job_log.read_text(errors="replace")[-4000:]
         assert job.returncode == 0, text + ray_head.log()
         assert stopped_after is not None and stopped_after < BUDGET - 10, text
     finally:
@@ -74,11 +81,12 @@ def test_a_killed_worker_process_is_retried(ray_head: RayNode, tmp_path: Path) -
     """FailureConfig: a trial whose Ray worker process dies mid-trial is run again, and the search ends
     with every trial complete."""
     runs = tmp_path / "runs"
+    log = tmp_path / "search.log"  # a file: a full pipe nobody reads would stall the search
     search = subprocess.Popen(
         [sys.executable, "-m", "nas", "search", "--space", "sasa", "--evaluator", "complexity",
          "--objectives", "macs,params", "--budget", "4trials", "--macs-img-size", "224",
          "--runs-dir", str(runs), "--study", "retry", "--backend", "ray", "--address", ray_head.address],
-        env=ray_head.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=ray_head.env, stdout=log.open("w"), stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     killed = None
     deadline = time.time() + 300
@@ -90,7 +98,8 @@ def test_a_killed_worker_process_is_retried(ray_head: RayNode, tmp_path: Path) -
             subprocess.run(["kill", "-9", str(pids[0])], check=False)
             killed = pids[0]
         time.sleep(0.05)
-    output, _ = search.communicate(timeout=600)
+    search.wait(timeout=600)
+    output = log.read_text(errors="replace")
     assert search.returncode == 0, output[-4000:]
     assert killed is not None, "no trial was seen running"
     table = pd.read_csv(runs / "retry" / "trials.csv", keep_default_na=False)

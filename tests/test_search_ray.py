@@ -3,6 +3,7 @@ path, `ray job submit` to real nodes, is tests/test_ray_cluster.py)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,31 @@ def test_a_trial_past_its_timeout_fails_with_the_reason_on_ray_too(local_ray, tm
     assert (
         table["fail_reason"].str.fullmatch(r"timeout: TrialTimeout: trial exceeded its 0.01 s timeout").all()
     )
+
+
+def test_a_oneshot_search_on_ray_charges_its_supernet_as_on_optuna(local_ray, tmp_path: Path) -> None:
+    """The supernet's training is the evaluator's set-up: done once before the first trial and charged as
+    overhead on both engines; each Ray worker process keeps one runner (one supernet load) across trials."""
+    tiny = {"epochs": 1, "train_samples": 64, "batch_size": 32, "bn_batches": 1}
+    common = {
+        "evaluator": "oneshot",
+        "objectives": ("top1:max", "macs"),
+        "dataset": "synthetic",
+        "budget": "4trials",
+        "baselines": False,
+        "evaluator_config": tiny,
+    }
+    outcomes = {
+        backend: run_search(_settings(tmp_path, study=backend, backend=backend, **common))
+        for backend in ("optuna", "ray")
+    }
+    for backend, outcome in outcomes.items():
+        assert (outcome.trials["state"] == "COMPLETE").all() and len(outcome.trials) == 4, backend
+        spent = json.loads((outcome.run_dir / "manifest.json").read_text())["budget"]["spent"]
+        overhead = [c for c in spent["charges"] if c["overhead"]]
+        assert [c["label"] for c in overhead] == ["oneshot set-up"], backend
+        assert overhead[0]["seconds"] > 0
+        assert len(spent["charges"]) == 5  # the set-up and the 4 trials
+    table = outcomes["ray"].trials
+    assert (table.groupby("pid")["runner"].nunique() == 1).all()  # one runner per worker process
+    assert table["runner"].nunique() < len(table)  # reused across trials, not rebuilt for each

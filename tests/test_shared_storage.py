@@ -19,7 +19,7 @@ from nas.search.settings import SearchSettings
 from nas.search.storage import open_storage
 
 pytestmark = pytest.mark.integration
-BUDGET = 20
+BUDGET = 60  # enough trials that the workers started after the first still find some to run
 
 
 @pytest.fixture(scope="module")
@@ -37,9 +37,11 @@ def postgres():
 
 
 def _worker(runs: Path, storage: str, resume: bool) -> subprocess.Popen:
+    # MACs counted at 224 px: a trial takes a fraction of a second (most count blocks no trial before did),
+    # so the workers started once the baselines exist still find trials to run
     command = [
         sys.executable, "-m", "nas", "search", "--space", "sasa", "--evaluator", "complexity",
-        "--objectives", "macs,params", "--budget", f"{BUDGET}trials", "--macs-img-size", "32",
+        "--objectives", "macs,params", "--budget", f"{BUDGET}trials", "--macs-img-size", "224",
         "--runs-dir", str(runs), "--study", "shared", "--storage", storage, *(["--resume"] if resume else []),
     ]  # fmt: skip
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -53,9 +55,10 @@ def _run_workers(runs: Path, storage: str, count: int) -> list[int]:
     )
     first = _worker(runs, storage, resume=False)
     deadline = time.time() + 120
+    opened = open_storage(settings)[0]  # one connection pool for the polling, not one per look
     while True:
         try:
-            study = optuna.load_study(study_name="shared", storage=open_storage(settings)[0])
+            study = optuna.load_study(study_name="shared", storage=opened)
             if len(study.get_trials(deepcopy=False)) >= 9:
                 break
         except KeyError:  # not created yet

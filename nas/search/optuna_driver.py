@@ -184,12 +184,13 @@ def worker_loop(
     progress: SearchProgress | None = None,
     runner: TrialRunner | None = None,
     session: Session | None = None,
+    opened: tuple[optuna.Study, Any] | None = None,
 ) -> int:
     """Run trials until the shared budget is spent and no trial of the study runs anywhere (a worker whose
     budget is taken by trials running elsewhere waits for them: one may be lost and need a re-run); returns
     the number this worker ran. Ctrl-C / SIGTERM fails the running trial as interrupted, queues it again and
     raises KeyboardInterrupt."""
-    study, _, storage = open_study(settings, worker=worker, create=False)
+    study, storage = opened or open_study(settings, worker=worker, create=False)[::2]
     runner = runner or TrialRunner(settings)
     runner.prepare()  # a helper loads what the driver's set-up made (a trained supernet); not charged again
     session = session or Session()
@@ -225,7 +226,7 @@ def run_optuna(settings: SearchSettings, progress: SearchProgress | None = None)
     of trials this process's workers ran. Extra workers (``settings.workers`` > 1) run as processes on this
     machine against the same storage; workers on other machines join by running the same command with
     ``--resume``."""
-    study, _, _ = open_study(settings, create=True)
+    study, _, storage = open_study(settings, create=True)
     runner = TrialRunner(settings)
     BudgetTracker(settings.budget).check_device(runner.device_kind)
     if settings.baselines:
@@ -244,7 +245,7 @@ def run_optuna(settings: SearchSettings, progress: SearchProgress | None = None)
     for p in helpers:
         p.start()
     try:
-        ran = worker_loop(settings, 0, progress, runner, session)
+        ran = worker_loop(settings, 0, progress, runner, session, (study, storage))
     finally:
         for p in helpers:
             p.join()

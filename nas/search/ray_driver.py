@@ -9,8 +9,9 @@ worker process keeps one :class:`~nas.search.trial.TrialRunner` across the trial
 An evaluator with set-up work (a one-shot supernet) does it once, in a Ray task with a trial's resources,
 before the first trial; it is charged as overhead, as on the Optuna driver.
 
-The budget's state (the budget, each trial's cost by Tune trial id, overhead, the wall-clock span of each
-session) is plain JSON in ``runs/<study>/ray_budget.json``; Tune results and the searcher's state live in
+The search's record is ``runs/<study>/ray_ledger.jsonl``, one JSON line appended per event: each session's
+budget, the set-up overhead, and each finished trial's record (the trials table is read from it, and the
+budget and each session's wall-clock span rebuilt from it). Tune's results and the searcher's state live in
 ``runs/<study>/ray/``. ``--resume`` continues with ``Tuner.restore`` (errored trials are retried), and a
 trial whose worker process dies is retried up to twice (``FailureConfig``). A trial that fails reports its
 reason and NaN objectives, so it is recorded as failed in the trials table and the search goes on.
@@ -22,12 +23,13 @@ import json
 import math
 import os
 import pickle
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ray.tune.search import Searcher, SearchGenerator
 
-from nas.atomic import replaced
 from nas.search.budget import BudgetTracker, Session, TrialCost, wall_seconds
 from nas.search.progress import SearchProgress
 from nas.search.settings import SearchSettings
@@ -37,7 +39,7 @@ __all__ = ["BudgetedGenerator", "BudgetedSearcher", "collect_ray", "run_ray"]
 
 _NUMBER = "__number"  # the trial's sequence number, added to the config the trainable receives
 _RUNNERS: dict[str, TrialRunner] = {}  # this worker process's runner, by its settings
-_LIVE_VIEWS: dict[str, SearchProgress] = {}  # the searcher is pickled with the experiment: views by name
+_LIVE: dict[str, tuple[SearchProgress | None, Session]] = {}  # by study: this session's live view and span
 
 
 def _settings_dict(settings: SearchSettings) -> dict[str, Any]:
@@ -77,56 +79,92 @@ def _setup_task(settings: dict[str, Any]) -> dict[str, Any] | None:
     return cost.to_dict() if cost is not None else None
 
 
-def budget_path(settings: SearchSettings) -> Path:
-    return (settings.run_dir / "ray_budget.json").resolve()
+def ledger_path(settings: SearchSettings) -> Path:
+    return (settings.run_dir / "ray_ledger.jsonl").resolve()
 
 
-def read_ledger(path: Path) -> dict[str, Any]:
-    """The budget's state (``budget``, ``charges`` by trial id, ``overhead``, ``spans`` by session)."""
-    data = json.loads(path.read_text()) if path.exists() else {}
-    return {"charges": {}, "overhead": [], "spans": {}, **data}
-
-
-def _write_ledger(path: Path, ledger: dict[str, Any]) -> None:
+def _append(path: Path, entry: dict[str, Any]) -> None:
+    """One line appended in one write: a process killed mid-search leaves whole lines (or, at worst, a cut
+    last line, which :func:`read_ledger` skips)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with replaced(path) as tmp:
-        tmp.write_text(json.dumps(ledger, indent=1) + "\n")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (json.dumps(entry, default=str) + "\n").encode())
+    finally:
+        os.close(fd)
 
 
-def _tracker(ledger: dict[str, Any], wall: Any = None) -> BudgetTracker:
-    spans = [tuple(s) for s in ledger["spans"].values()]
-    tracker = BudgetTracker(ledger["budget"], wall=wall or (lambda: wall_seconds(spans)))
-    for item in [*ledger["overhead"], *ledger["charges"].values()]:
-        tracker.charge(TrialCost.from_dict(item))
-    return tracker
+@dataclass
+class Ledger:
+    """What ``runs/<study>/ray_ledger.jsonl`` holds: the latest budget, the overhead charges, each finished
+    trial's record by Tune trial id (the first, should Tune run it again), and each session's span."""
+
+    budget: str | None = None
+    overhead: list[dict[str, Any]] = field(default_factory=list)
+    trials: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sessions: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, entry: dict[str, Any]) -> None:
+        if "budget" in entry:
+            self.budget = entry["budget"]
+        if "overhead" in entry:
+            self.overhead.append(entry["overhead"])
+        if "trial" in entry:
+            self.trials.setdefault(entry["trial"], entry)
+            span = self.sessions.setdefault(entry["session"], [entry["session_start"], entry["end"]])
+            span[1] = max(span[1], entry["end"])
+
+    def tracker(self, budget: str, spans: Any = None) -> BudgetTracker:
+        """The budget with every charge so far; wall time over the sessions' spans (or ``spans()``)."""
+        spans = spans or (lambda: list(self.sessions.values()))
+        tracker = BudgetTracker(budget, wall=lambda: wall_seconds(spans()))
+        for cost in [*self.overhead, *(t["attrs"]["cost"] for t in self.trials.values())]:
+            tracker.charge(TrialCost.from_dict(cost))
+        return tracker
+
+
+def read_ledger(path: Path) -> Ledger:
+    ledger = Ledger()
+    lines = path.read_text().splitlines() if path.exists() else []
+    for line in lines:
+        try:
+            ledger.add(json.loads(line))
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue  # a line cut by a kill mid-write
+    return ledger
 
 
 class BudgetedSearcher(Searcher):
-    """Suggests from ``inner`` until the budget's next trial would not fit; charges every completed trial
-    (once, by Tune trial id) to the ledger and shows it in the live view."""
+    """Suggests from ``inner`` until the budget's next trial would not fit; records every completed trial
+    (once, by Tune trial id) in the ledger, charges it and shows it in the live view.
+
+    The ledger, not Tune's experiment state, is the record of finished trials: Tune saves its state every
+    few seconds, and a driver killed between two saves forgets the trials finished since (their numbers are
+    then given to new trials only if no record holds them)."""
 
     def __init__(self, inner: Any, settings: SearchSettings) -> None:
         super().__init__(metric=inner.metric, mode=inner.mode)
         self.inner, self.max_concurrent = inner, settings.concurrency
-        self.ledger_path, self.view = budget_path(settings), settings.study_name
+        self.path, self.view = ledger_path(settings), settings.study_name
         self.objectives = tuple(o.name for o in settings.parsed_objectives)
         self.live: set[str] = set()
         self.numbers: dict[str, int] = {}
         self._open()
 
     def __getstate__(self) -> dict[str, Any]:  # Tune pickles the searcher: the ledger is read anew
-        return {k: v for k, v in self.__dict__.items() if k not in ("session", "ledger", "tracker")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("session", "ledger", "tracker", "used")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._open()
 
     def _open(self) -> None:
-        """Read the ledger (written by ``run_ray`` for this session) and start this session's span."""
-        self.session = Session()
-        self.ledger = read_ledger(self.ledger_path)
-        others = [tuple(s) for s in self.ledger["spans"].values()]
-        self.tracker = _tracker(self.ledger, wall=lambda: wall_seconds([*others, self.session.span()]))
+        """Read the ledger (``run_ray`` wrote this session's budget) and join this session."""
+        self.session = _LIVE.get(self.view, (None, Session()))[1]
+        self.ledger = read_ledger(self.path)
+        others = [span for sid, span in self.ledger.sessions.items() if sid != self.session.id]
+        self.tracker = self.ledger.tracker(self.ledger.budget, lambda: [*others, self.session.span()])
+        self.used = set(self.numbers.values()) | {t["number"] for t in self.ledger.trials.values()}
 
     def set_search_properties(self, metric: Any, mode: Any, config: dict, **spec: Any) -> bool:
         return True  # metric and mode are the inner searcher's (declared objectives)
@@ -139,9 +177,11 @@ class BudgetedSearcher(Searcher):
         config = self.inner.suggest(trial_id)
         if config is None or config == Searcher.FINISHED:
             return config
+        number = min(set(range(len(self.used) + 1)) - self.used)  # the lowest no trial holds
         self.live.add(trial_id)
-        self.numbers[trial_id] = len(self.numbers)
-        return {**config, _NUMBER: self.numbers[trial_id]}
+        self.used.add(number)
+        self.numbers[trial_id] = number
+        return {**config, _NUMBER: number}
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         self.inner.on_trial_result(trial_id, result)
@@ -149,17 +189,25 @@ class BudgetedSearcher(Searcher):
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         self.live.discard(trial_id)
         self.inner.on_trial_complete(trial_id, result=result, error=error)
-        cost = (result or {}).get("cost")
-        if not cost or trial_id in self.ledger["charges"]:
+        if trial_id in self.ledger.trials:
             return
         number = self.numbers.get(trial_id, -1)
-        self.ledger["charges"][trial_id] = cost
-        self.ledger["spans"][self.session.id] = list(self.session.span())
-        _write_ledger(self.ledger_path, self.ledger)
-        self.tracker.charge(TrialCost.from_dict(cost))
-        progress = _LIVE_VIEWS.get(self.view)
+        record = _record_of(_nested(result or {}), number, self.objectives, self.tracker.budget)
+        entry = {
+            "trial": trial_id,
+            "number": number,
+            "session": self.session.id,
+            "session_start": self.session.start,
+            "end": time.time(),
+            "attrs": record.attrs(),
+            "values": dict(zip(self.objectives, record.values, strict=True)) if record.values else None,
+        }
+        _append(self.path, entry)
+        self.ledger.add(entry)
+        self.tracker.charge(record.cost)
+        progress = _LIVE.get(self.view, (None,))[0]
         if progress is not None:
-            progress.trial_done(number, _record_of(result, self.objectives), self.tracker)
+            progress.trial_done(entry["number"], record, self.tracker)
 
     def save(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "wb") as f:
@@ -168,23 +216,36 @@ class BudgetedSearcher(Searcher):
     def restore(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "rb") as f:
             self.__dict__.update(pickle.load(f))
-        self.live = set()  # trials that were running are re-run or retried by Tune on restore
         self._open()
+        # the experiment state is saved with this searcher's, so every trial suggested and not yet recorded
+        # is one Tune re-queues on restore (unfinished or errored): it runs again, so it is pending
+        self.live = {t for t in self.numbers if t not in self.ledger.trials}
 
 
-def _record_of(result: dict[str, Any], objectives: tuple[str, ...]) -> TrialRecord:
-    """The record a Ray trial reported (for the live view)."""
+def _nested(result: dict[str, Any]) -> dict[str, Any]:
+    """A result as the trial reported it: Tune hands searchers results with nested dicts flattened
+    (``cost/seconds``)."""
+    out: dict[str, Any] = {}
+    for key, value in result.items():
+        *parents, leaf = key.split("/")
+        node = out
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        node[leaf] = value
+    return out
+
+
+def _record_of(result: dict[str, Any], number: int, objectives: tuple[str, ...], budget: Any) -> TrialRecord:
+    """The record a Ray trial reported; a trial that errored past its retries reported nothing, and is a
+    failed trial all the same (else a trials budget whose trials all error would never fill)."""
     from nas.arch import Arch
 
     arch = Arch.from_json(result["arch_json"]) if result.get("arch_json") else None
-    return TrialRecord(
-        arch,
-        result.get("metrics") or {},
-        TrialCost.from_dict(result["cost"]),
-        result.get("fail_reason") or None,
-        result.get("baseline", ""),
-        objectives,
-    )
+    failed = TrialCost(0.0, 1, budget.device or "cpu", f"trial {number}").to_dict()
+    cost = TrialCost.from_dict(result.get("cost") or failed)
+    reason = result.get("fail_reason", "error: the Ray trial errored and reported nothing") or None
+    metrics, baseline = result.get("metrics") or {}, result.get("baseline", "")
+    return TrialRecord(arch, metrics, cost, reason, baseline, objectives)
 
 
 class BudgetedGenerator(SearchGenerator):
@@ -263,21 +324,18 @@ def _trial_gpus(settings: SearchSettings) -> float:
     return 1 if pick_device().type == "cuda" else 0
 
 
-def _start_session_ledger(settings: SearchSettings, gpus: float) -> None:
-    """Write this session's budget into the ledger and charge the evaluator's set-up (a Ray task with a
+def _start_session(settings: SearchSettings, gpus: float) -> None:
+    """Record this session's budget in the ledger and charge the evaluator's set-up (a Ray task with a
     trial's resources) as overhead, before the first trial."""
     import ray
 
-    path = budget_path(settings)
-    ledger = read_ledger(path)
-    ledger["budget"] = settings.budget
-    _write_ledger(path, ledger)
+    path = ledger_path(settings)
+    _append(path, {"budget": settings.budget})
     if settings.evaluator_spec.needs_setup:
         task = ray.remote(num_cpus=settings.cpus_per_trial, num_gpus=gpus)(_setup_task)
         cost = ray.get(task.remote(_settings_dict(settings)))
         if cost is not None:
-            ledger["overhead"].append(cost)
-            _write_ledger(path, ledger)
+            _append(path, {"overhead": cost})
 
 
 def run_ray(settings: SearchSettings, progress: SearchProgress | None = None) -> Any:
@@ -296,6 +354,8 @@ def run_ray(settings: SearchSettings, progress: SearchProgress | None = None) ->
         raise ValueError(
             f"study {settings.study_name!r} has no Ray results in {exp} to resume; drop --resume to start it"
         )
+    if not settings.resume:
+        ledger_path(settings).unlink(missing_ok=True)  # left by a search that never got to its first trial
     gpus = _trial_gpus(settings)
     budget = Budget.parse(settings.budget)
     if budget.device == "gpu" and not gpus:
@@ -303,9 +363,11 @@ def run_ray(settings: SearchSettings, progress: SearchProgress | None = None) ->
             f"budget {budget} counts GPU time but trials hold no GPU; give --gpus-per-trial or a cpu budget"
         )
     _init_ray(settings)
-    _start_session_ledger(settings, gpus)
-    if progress is not None:
-        _LIVE_VIEWS[settings.study_name] = progress
+    _LIVE[settings.study_name] = (
+        progress,
+        Session(),
+    )  # the searcher (pickled with the experiment) finds them
+    _start_session(settings, gpus)
     trainable = tune.with_resources(
         tune.with_parameters(ray_trial, settings=_settings_dict(settings)),
         {"cpu": settings.cpus_per_trial, "gpu": gpus},
@@ -330,45 +392,26 @@ def run_ray(settings: SearchSettings, progress: SearchProgress | None = None) ->
     try:
         return tuner.fit()
     finally:
-        _LIVE_VIEWS.pop(settings.study_name, None)
-
-
-def _times(result: dict[str, Any]) -> tuple[Any, Any]:
-    """(start, end) of a trial as UTC datetimes, from its result's timestamp and duration (the attempt that
-    finished, when it was retried)."""
-    from datetime import UTC, datetime, timedelta
-
-    if "timestamp" not in result:
-        return None, None
-    end = datetime.fromtimestamp(float(result["timestamp"]), UTC)
-    return end - timedelta(seconds=float(result.get("time_total_s", 0.0))), end
+        _LIVE.pop(settings.study_name, None)
 
 
 def collect_ray(settings: SearchSettings) -> tuple[Any, str, BudgetTracker]:
-    """The trials table of the Ray experiment (same columns as the Optuna driver's), its path, the budget."""
-    from ray.tune import ExperimentAnalysis
+    """The trials table of the Ray search (same columns as the Optuna driver's), read from its ledger; the
+    experiment's path; the budget."""
+    from datetime import UTC, datetime, timedelta
 
     from results.store import frame_from_rows, trial_row
 
-    exp = experiment_dir(settings)
-    objectives = [o.name for o in settings.parsed_objectives]
+    ledger = read_ledger(ledger_path(settings))
     rows = []
-    if exp.exists():
-        for trial in ExperimentAnalysis(str(exp)).trials:
-            result = trial.last_result or {}
-            failed = trial.status == "ERROR" or bool(result.get("fail_reason")) or not result
-            attrs = {
-                "arch": result.get("arch", ""),
-                "arch_json": result.get("arch_json", ""),
-                "baseline": result.get("baseline", ""),
-                "metrics": result.get("metrics") or {},
-                "cost": result.get("cost"),
-                "fail_reason": result.get("fail_reason") or (f"Ray trial {trial.status}" if failed else ""),
-            }
-            values = None if failed else {name: result.get(name) for name in objectives}
-            number = trial.config.get(_NUMBER, result.get("number", -1))
-            start, end = _times(result)
-            rows.append(trial_row(number, "FAIL" if failed else "COMPLETE", attrs, values, start, end))
-    ledger = read_ledger(budget_path(settings))
-    ledger.setdefault("budget", settings.budget)
-    return frame_from_rows(rows, objectives), str(exp), _tracker(ledger)
+    for entry in ledger.trials.values():
+        end = datetime.fromtimestamp(entry["end"], UTC)
+        start = end - timedelta(seconds=entry["attrs"]["cost"]["seconds"])
+        state = "COMPLETE" if entry["values"] else "FAIL"
+        rows.append(trial_row(entry["number"], state, entry["attrs"], entry["values"], start, end))
+    objectives = [o.name for o in settings.parsed_objectives]
+    return (
+        frame_from_rows(rows, objectives),
+        str(experiment_dir(settings)),
+        ledger.tracker(ledger.budget or settings.budget),
+    )

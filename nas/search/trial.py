@@ -20,9 +20,11 @@ a time budget but is no trial of a ``trials`` budget, and the driver queues it a
 from __future__ import annotations
 
 import math
+import os
 import socket
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,6 +102,7 @@ class TrialRunner:
         self.config = settings.evaluator_config_used()
         self.objectives = tuple(o.name for o in settings.parsed_objectives)
         self.baselines = self.space.baseline_names()
+        self.id = uuid.uuid4().hex[:8]  # trials record which runner (so which worker's state) scored them
         self._device = device
         self._data = None
         self._evaluator: Any = None
@@ -182,6 +185,8 @@ class TrialRunner:
             "macs_img_size": img_size,
             "host": socket.gethostname(),  # where it ran
             "node": _ray_node(),  # and on which node of a Ray cluster ('' outside Ray)
+            "pid": os.getpid(),  # in which worker process
+            "runner": self.id,  # by which TrialRunner: one per worker process, on both engines
         }
         if self._evaluator is not None:
             # the evaluator's own counts are of the network it scored (proxy-scaled): kept apart, so that

@@ -1,0 +1,144 @@
+"""The one trial path: evaluators declare what they produce, a study's wall time survives resumes, the
+manifest keeps the sections it does not own, the report reads stages from the architecture's JSON, and
+baselines are recognised one way (the Ray side of each is in tests/test_search_ray.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from cheap_search import cheap_settings
+from typer.testing import CliRunner
+
+from evaluators.registry import EVALUATORS, TRIAL_METRICS, EvaluatorSpec
+from nas.arch import Arch
+from nas.cli import app
+from nas.search.budget import wall_seconds
+from nas.search.manifest import read_manifest, write_manifest
+from nas.search.run import run_search
+from nas.search.settings import SearchSettings
+from nas.search.trial import TrialRunner, run_trial
+from results.report import analyse, front_table, load_run
+from search_spaces import get_space
+
+
+@pytest.mark.parametrize("evaluator", sorted(EVALUATORS))
+def test_an_objective_no_evaluator_produces_is_refused_before_any_trial(
+    tmp_path: Path, evaluator: str
+) -> None:
+    result = CliRunner().invoke(
+        app,
+        ["search", "--space", "sasa", "--evaluator", evaluator, "--objectives", "latency_ms,macs",
+         "--budget", "3trials", "--runs-dir", str(tmp_path)],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    message = result.output.strip()
+    assert "latency_ms" in message and "\n" not in message and "Traceback" not in message
+    assert not any(tmp_path.iterdir())  # no study, no run directory: nothing started
+
+
+def test_evaluators_declare_what_they_produce() -> None:
+    for spec in EVALUATORS.values():
+        assert not spec.objectives - spec.produces - TRIAL_METRICS, spec.name
+        assert spec.objectives >= TRIAL_METRICS
+        if spec.config is not None:
+            config = spec.make_config({})
+            assert type(config).__name__ in spec.config
+    complexity = EVALUATORS["complexity"]
+    runner = TrialRunner(cheap_settings("unused"))
+    arch = get_space("sasa").sample_random(0)
+    record = run_trial(runner, lambda: arch, number=0)
+    assert record.ok and complexity.objectives <= record.metrics.keys()
+
+
+def test_an_objective_declared_but_not_reported_fails_the_trial_with_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Forgetful:
+        def evaluate(self, arch, report=None):
+            return {"loss": 1.0}  # top1 declared, not reported
+
+    spec = EvaluatorSpec("forgetful", "forgets", frozenset({"top1"}), builder="builtins:object")
+    monkeypatch.setitem(EVALUATORS, "forgetful", spec)
+    monkeypatch.setattr(EvaluatorSpec, "build", lambda self, config, **_: Forgetful())
+    settings = cheap_settings(tmp_path, evaluator="forgetful", objectives=("top1:max", "macs"))
+    record = run_trial(TrialRunner(settings), lambda: get_space("sasa").sample_random(1), number=0)
+    assert record.reason == "error: RuntimeError: the forgetful evaluator declares top1 but reported None"
+
+
+def test_the_manifest_records_the_evaluator_config_the_trials_ran_with(tmp_path: Path) -> None:
+    settings = cheap_settings(
+        tmp_path, evaluator="proxy", objectives=("top1:max",), evaluator_config={"lr": 5e-3}
+    )
+    assert TrialRunner(settings).config.lr == 5e-3
+    write_manifest(settings, storage="s", budget={}, data=None, trials={}, session={"id": "x"})
+    evaluator = read_manifest(settings.run_dir)["evaluator"]
+    assert evaluator["config"]["lr"] == 5e-3 and evaluator["config"]["weight_decay"] == 0.05
+    assert "top1" in evaluator["produces"]
+    (tmp_path / "search.yaml").write_text(
+        "evaluator: proxy\nobjectives: top1:max\nevaluator-config: {lr: 0.002}\n"
+    )
+    assert SearchSettings.from_sources(tmp_path / "search.yaml").evaluator_config_used().lr == 0.002
+    with pytest.raises(ValueError, match="unknown proxy setting"):
+        cheap_settings(tmp_path, evaluator="proxy", objectives=("top1:max",), evaluator_config={"lrr": 1})
+    with pytest.raises(ValueError, match="lr must be"):
+        cheap_settings(tmp_path, evaluator="proxy", objectives=("top1:max",), evaluator_config={"lr": "x"})
+
+
+def test_wall_seconds_count_overlapping_sessions_once() -> None:
+    assert wall_seconds([(0, 10), (5, 12), (20, 21), (30, 30)]) == 13
+    assert wall_seconds([]) == 0
+
+
+def test_a_wall_budget_keeps_spending_across_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = TrialRunner.evaluate
+
+    def slow(self: TrialRunner, arch: Arch, report=None):
+        time.sleep(0.3)
+        return real(self, arch, report)
+
+    monkeypatch.setattr(TrialRunner, "evaluate", slow)
+    first = run_search(cheap_settings(tmp_path, budget="1.5wall-seconds"))
+    ran = len(first.trials)
+    assert 2 <= ran <= 6
+    spent = json.loads((first.run_dir / "manifest.json").read_text())["budget"]["spent"]["elapsed"]
+    assert spent >= 1.2
+    # the study's wall time is spent: a resume under the same budget starts no trial ...
+    again = run_search(cheap_settings(tmp_path, budget="1.5wall-seconds", resume=True))
+    assert len(again.trials) == ran
+    # ... and one given more wall time spends only what was added
+    more = run_search(cheap_settings(tmp_path, budget="3wall-seconds", resume=True))
+    assert ran < len(more.trials) <= 2 * ran + 2
+
+
+def test_a_resume_keeps_the_reports_reference_point(tmp_path: Path) -> None:
+    first = run_search(cheap_settings(tmp_path, budget="10trials"))
+    reference = read_manifest(first.run_dir)["report"]["reference_point"]
+    run_search(cheap_settings(tmp_path, budget="14trials", resume=True))
+    manifest = read_manifest(first.run_dir)
+    assert manifest["report"]["reference_point"] == reference
+    assert len(manifest["sessions"]) == 2
+
+
+def test_the_front_table_reads_stages_from_the_architecture_json(tmp_path: Path) -> None:
+    outcome = run_search(cheap_settings(tmp_path, budget="10trials"))
+    table = front_table(analyse(*load_run(outcome.run_dir)))
+    arch_json = outcome.trials.set_index("number")["arch_json"]
+    assert len(table)
+    for row in table.to_dict("records"):
+        arch = Arch.from_json(arch_json[row["number"]])
+        assert [row[c] for c in table.columns if c.startswith("stage")] == [s.key for s in arch.stages]
+        assert row["head"] == "fc"  # sasa networks end in a plain classifier: no stage is taken for it
+
+
+def test_baselines_that_are_one_network_run_once_under_the_first_name(tmp_path: Path) -> None:
+    space = get_space("coatnet")
+    names = space.baseline_names()
+    assert len(names) < len(space.baselines())  # coatnet has a baseline that is another's network
+    table = run_search(
+        cheap_settings(tmp_path, space="coatnet", budget=f"{len(names)}trials", macs_img_size=32)
+    ).trials
+    assert list(table["baseline"]) == list(names.values())
+    assert table["arch"].is_unique
