@@ -4,6 +4,7 @@ baselines are recognised one way (the Ray side of each is in tests/test_search_r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -142,3 +143,100 @@ def test_baselines_that_are_one_network_run_once_under_the_first_name(tmp_path: 
     ).trials
     assert list(table["baseline"]) == list(names.values())
     assert table["arch"].is_unique
+
+
+def test_batched_trial_writes_store_what_unbatched_writes_store(tmp_path: Path) -> None:
+    import optuna
+
+    from nas.search.samplers import make_sampler
+    from nas.search.storage import batched_writes, open_storage
+
+    space = get_space("coatnet")
+    stored = []
+    for batched in (False, True):
+        settings = cheap_settings(tmp_path / str(batched), space="coatnet")
+        storage = open_storage(settings)[0]
+        sampler = make_sampler("nsga2", 0)
+        study = optuna.create_study(storage=storage, directions=["minimize"], sampler=sampler)
+        for i in range(3):
+            trial = study.ask()
+            with batched_writes(storage) if batched else contextlib.nullcontext():
+                arch = space.sample(trial)
+                trial.set_user_attr("arch", arch.key)
+                trial.set_user_attr("arch", arch.key + "!")  # the last write of a key wins
+                trial.set_user_attr("n", i)
+            study.tell(trial, float(i))
+        again = optuna.load_study(study_name=study.study_name, storage=open_storage(settings)[0])
+        stored.append([(t.params, t.user_attrs, t.system_attrs, t.values) for t in again.trials])
+    assert stored[0] == stored[1]
+    assert stored[1][0][1]["arch"].endswith("!") and any("generation" in k for k in stored[1][0][2])
+
+
+def test_the_ray_ledger_keeps_whole_lines_first_records_and_each_sessions_span(tmp_path: Path) -> None:
+    from nas.search.ray_driver import _append, read_ledger
+
+    path = tmp_path / "ray_ledger.jsonl"
+    cost = {"seconds": 2.0, "devices": 1, "device": "cpu", "label": "trial", "overhead": False}
+
+    def trial(tid: str, number: int, session: str, start: float, end: float) -> dict:
+        attrs = {"cost": cost, "arch": f"a{number}"}
+        return {"trial": tid, "number": number, "session": session, "session_start": start, "end": end,
+                "attrs": attrs, "values": {"macs": 1.0}}  # fmt: skip
+
+    _append(path, {"budget": "10trials"})
+    _append(path, {"overhead": {**cost, "overhead": True, "seconds": 5.0}})
+    _append(path, trial("x", 0, "s1", 100.0, 110.0))
+    _append(path, trial("y", 1, "s1", 100.0, 130.0))
+    _append(path, trial("x", 7, "s2", 200.0, 205.0))  # x run again after a restore: the first record stays
+    _append(path, {"budget": "1wall-minute"})
+    with path.open("a") as f:
+        f.write('{"trial": "z", "numb')  # a line cut by a kill mid-write
+    ledger = read_ledger(path)
+    assert ledger.budget == "1wall-minute" and [t["number"] for t in ledger.trials.values()] == [0, 1]
+    assert ledger.sessions == {"s1": [100.0, 130.0], "s2": [200.0, 205.0]}
+    tracker = ledger.tracker(ledger.budget)
+    assert tracker.trials == 2 and tracker.device_seconds == 9.0
+    assert tracker.spent == 35.0  # wall seconds: the two sessions' spans
+
+
+def test_the_lean_trial_reads_equal_optunas(tmp_path: Path) -> None:
+    """Every kind of trial (complete with an infinite value, failed, pruned with intermediate values,
+    running, waiting), read by BatchedRDBStorage's reads and by Optuna's own, is the same FrozenTrial."""
+    import math
+
+    import optuna
+
+    from nas.search.storage import open_storage, trial_id
+
+    storage = open_storage(cheap_settings(tmp_path))[0]
+    study = optuna.create_study(storage=storage, directions=["minimize", "maximize"])
+    space = get_space("coatnet")
+    for i in range(6):
+        trial = study.ask()
+        space.sample(trial)
+        trial.set_user_attr("n", {"i": i})
+        storage.set_trial_system_attr(trial_id(trial), "s", [i])
+        if i == 0:
+            study.tell(trial, [math.inf, -1.5])
+        elif i == 1:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        elif i == 2:
+            storage.set_trial_intermediate_value(trial_id(trial), 3, math.nan)
+            storage.set_trial_intermediate_value(trial_id(trial), 1, 0.25)
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        elif i < 5:
+            study.tell(trial, [float(i), float(-i)])
+    study.enqueue_trial({"stem": "conv"})
+    study_id = storage.get_study_id_from_name(study.study_name)
+    optuna_read = optuna.storages.RDBStorage  # Optuna's own reads, on the same database
+    for states in (None, (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.WAITING)):
+        for included, greater in ((set(), -1), ({3, 5}, 3), (set(), 2)):
+            lean = storage._get_trials(study_id, states, included, greater)
+            plain = optuna_read._get_trials(storage, study_id, states, included, greater)
+            assert repr(lean) == repr(plain) and len(plain) >= 1  # repr: a NaN step equals itself
+    for frozen in storage.get_all_trials(study_id):
+        assert repr(storage.get_trial(trial_id(frozen))) == repr(
+            optuna_read.get_trial(storage, trial_id(frozen))
+        )
+    with pytest.raises(KeyError):
+        storage.get_trial(10_000)

@@ -12,6 +12,7 @@ finished ones, still fits; it never starts one that would overrun.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import time
 from collections.abc import Sequence
@@ -22,7 +23,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from nas.arch import Arch
 from nas.search.budget import BudgetTracker, Session, TrialCost, wall_seconds
-from nas.search.liveness import Heartbeat, enqueue_rerun, fail_lost_trials
+from nas.search.liveness import Heartbeat, enqueue_rerun, fail_lost_trials, this_worker
 from nas.search.progress import SearchProgress
 from nas.search.samplers import make_sampler
 from nas.search.settings import SearchSettings
@@ -34,6 +35,9 @@ __all__ = ["StudyBudget", "open_study", "run_optuna", "worker_loop"]
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 WAIT_SECONDS = 2.0  # how often a worker with nothing to start looks at the trials running elsewhere
+# how often a worker records its session's span and reads the study's (other sessions' spans, overhead): a
+# wall budget counts this session's own span live, so the others' need not be fresher
+ATTRS_SECONDS = 10.0
 _SESSION = "session:"
 
 
@@ -159,12 +163,13 @@ def _run_one(study: optuna.Study, storage: Any, runner: TrialRunner) -> tuple[in
 
     def sample() -> Arch:
         with batched_writes(storage):
+            trial.set_user_attr("worker", this_worker())  # who runs it: see nas.search.liveness
             arch = runner.space.sample(trial)  # the sampler's suggestions run here: part of the trial's cost
             trial.set_user_attr("arch", arch.key)
             trial.set_user_attr("arch_json", arch.to_json())
         return arch
 
-    with Heartbeat(trial):  # until its outcome is told
+    with Heartbeat(trial, record_worker=False):  # until its outcome is told
         record = run_trial(runner, sample, number=trial.number)
         with batched_writes(storage):
             for key in ("baseline", "metrics", "cost", "fail_reason"):
@@ -195,25 +200,33 @@ def worker_loop(
     runner.prepare()  # a helper loads what the driver's set-up made (a trained supernet); not charged again
     session = session or Session()
     budget = StudyBudget(settings, session)
-    ran = 0
-    while True:
-        trials = study.get_trials(deepcopy=False)
-        if fail_lost_trials(study, trials):  # a killed worker's trial is failed and queued again
-            continue
-        running = budget.refresh(trials, study.user_attrs)
-        if budget.tracker.can_start(pending=running):
+    ran, attrs, looked = 0, study.user_attrs, time.monotonic()
+    try:
+        while True:
+            trials = study.get_trials(deepcopy=False)
+            if fail_lost_trials(study, trials):  # a killed worker's trial is failed and queued again
+                continue
+            if time.monotonic() - looked > ATTRS_SECONDS:  # other sessions' spans; set-up overhead
+                attrs, looked = study.user_attrs, time.monotonic()
+                _record_session(study, session)
+            running = budget.refresh(trials, attrs)
+            if not budget.tracker.can_start(pending=running):
+                if not running:
+                    return ran
+                time.sleep(WAIT_SECONDS)  # they may finish, or be found lost and leave work to re-run
+                continue
             number, record = _run_one(study, storage, runner)
             budget.charge(number, record.cost)
-            _record_session(study, session)
             ran += 1
             if progress is not None:
                 progress.trial_done(number, record, budget.tracker)
             if record.interrupted:
                 raise KeyboardInterrupt
-        elif running:
-            time.sleep(WAIT_SECONDS)  # they may finish, or be found lost and leave work to re-run
-        else:
-            return ran
+    finally:
+        # its span to its last trial, whichever way the loop ended (a storage that fails here is reported
+        # by the exception already on its way, not by this write)
+        with contextlib.suppress(Exception):
+            _record_session(study, session)
 
 
 def _spawned_worker(settings: SearchSettings, worker: int, session: Session, ran: Any) -> None:

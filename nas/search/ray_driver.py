@@ -172,7 +172,7 @@ class BudgetedSearcher(Searcher):
     def suggest(self, trial_id: str) -> dict[str, Any] | None:
         if len(self.live) >= self.max_concurrent:
             return None
-        if not self.tracker.can_start(pending=len(self.live)):
+        if not self.tracker.can_start(pending=len(self.live - self.ledger.trials.keys())):  # not yet charged
             return None if self.live else Searcher.FINISHED
         config = self.inner.suggest(trial_id)
         if config is None or config == Searcher.FINISHED:
@@ -185,14 +185,21 @@ class BudgetedSearcher(Searcher):
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         self.inner.on_trial_result(trial_id, result)
+        result = _nested(result)
+        if "cost" in result:  # a trial reports once, at its end: recorded before Tune writes result.json
+            self._record(trial_id, result)
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         self.live.discard(trial_id)
         self.inner.on_trial_complete(trial_id, result=result, error=error)
+        self._record(trial_id, _nested(result or {}))
+
+    def _record(self, trial_id: str, result: dict[str, Any]) -> None:
+        """Append the trial's record to the ledger (once), charge it, show it."""
         if trial_id in self.ledger.trials:
             return
         number = self.numbers.get(trial_id, -1)
-        record = _record_of(_nested(result or {}), number, self.objectives, self.tracker.budget)
+        record = _record_of(result, number, self.objectives, self.tracker.budget)
         entry = {
             "trial": trial_id,
             "number": number,
@@ -207,7 +214,7 @@ class BudgetedSearcher(Searcher):
         self.tracker.charge(record.cost)
         progress = _LIVE.get(self.view, (None,))[0]
         if progress is not None:
-            progress.trial_done(entry["number"], record, self.tracker)
+            progress.trial_done(number, record, self.tracker)
 
     def save(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "wb") as f:

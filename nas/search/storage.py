@@ -5,8 +5,9 @@ SQLAlchemy URL (``postgresql://``, ``mysql+pymysql://``, ``sqlite:///``) through
 journal file (``journal:PATH`` or a path ending in ``.log``), so that several workers, in one process group
 or on many machines, share one study.
 
-A trial's writes (each suggested parameter is one, each user attribute another) are separate transactions in
-Optuna's RDB storage; :meth:`BatchedRDBStorage.batched` gathers those a thread makes into one transaction.
+A trial's writes (each suggested parameter is one, each user or system attribute another) are separate
+transactions in Optuna's RDB storage; :meth:`BatchedRDBStorage.batched` gathers those a thread makes into one
+transaction.
 Optuna's private API is used here and nowhere else in the package: :func:`storage_of` and :func:`trial_id`
 (no public accessor exists) and the RDB storage's ``*_without_commit`` writers (no public batch write).
 """
@@ -14,12 +15,18 @@ Optuna's private API is used here and nowhere else in the package: :func:`storag
 from __future__ import annotations
 
 import contextlib
+import datetime
+import functools
+import importlib
+import json
+import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.trial import FrozenTrial, TrialState
 
 from nas.search.settings import SearchSettings
 
@@ -55,21 +62,62 @@ class BatchedRDBStorage(optuna.storages.RDBStorage):
                 self._commit(ops)
 
     def _commit(self, ops: list[tuple[Any, ...]]) -> None:
-        from optuna.storages._rdb import models  # private: the writers below take its model classes
+        """The batch in one transaction: each trial looked up once, the parameters added together, the user
+        and system attributes each written by one upsert (SQLite, PostgreSQL; other databases one write
+        each)."""
+        from optuna.distributions import check_distribution_compatibility, distribution_to_json
+        from optuna.storages._rdb import models  # private: the model classes and writers below
 
         session = self.scoped_session()
         try:
-            for kind, *args in ops:
-                if kind == "param":
-                    self._set_trial_param_without_commit(session, *args)
-                else:
-                    self._set_trial_attr_without_commit(session, models.TrialUserAttributeModel, *args)
+            with session.no_autoflush:
+                for trial_id in dict.fromkeys(op[1] for op in ops):
+                    trial = models.TrialModel.find_or_raise_by_id(trial_id, session)
+                    self.check_trial_is_updatable(trial_id, trial.state)
+            attrs: dict[str, dict[tuple[int, str], Any]] = {"user_attr": {}, "system_attr": {}}
+            for kind, trial_id, *args in ops:
+                if kind in attrs:
+                    attrs[kind][trial_id, args[0]] = args[1]  # the last write of a key wins, as unbatched
+                    continue
+                name, value, dist, previous = args
+                if previous is None:  # a name this process has not seen: Optuna's writer looks it up
+                    self._set_trial_param_without_commit(session, trial_id, name, value, dist, None)
+                    continue
+                check_distribution_compatibility(previous, dist)
+                session.add(
+                    models.TrialParamModel(
+                        trial_id=trial_id,
+                        param_name=name,
+                        param_value=value,
+                        distribution_json=distribution_to_json(dist),
+                    )
+                )
+            self._upsert_attrs(session, models.TrialUserAttributeModel, attrs["user_attr"])
+            self._upsert_attrs(session, models.TrialSystemAttributeModel, attrs["system_attr"])
             session.commit()
         except Exception:
             session.rollback()
             raise
         finally:
             session.close()
+
+    def _upsert_attrs(self, session: Any, model: Any, attrs: dict[tuple[int, str], Any]) -> None:
+        if not attrs:
+            return
+        dialect = self.engine.name
+        if dialect not in ("sqlite", "postgresql") or (
+            dialect == "sqlite" and sqlite3.sqlite_version_info < (3, 24)
+        ):
+            for (trial_id, key), value in attrs.items():
+                self._set_trial_attr_without_commit(session, model, trial_id, key, value)
+            return
+        insert = importlib.import_module(f"sqlalchemy.dialects.{dialect}").insert
+        rows = [{"trial_id": t, "key": k, "value_json": json.dumps(v)} for (t, k), v in attrs.items()]
+        statement = insert(model).values(rows)
+        statement = statement.on_conflict_do_update(
+            index_elements=["trial_id", "key"], set_={"value_json": statement.excluded.value_json}
+        )
+        session.execute(statement)
 
     def _set_trial_param(self, trial_id: int, name: str, value: float, dist: Any, previous: Any) -> None:
         ops = getattr(self._local, "ops", None)
@@ -84,6 +132,132 @@ class BatchedRDBStorage(optuna.storages.RDBStorage):
             super().set_trial_user_attr(trial_id, key, value)
         else:
             ops.append(("user_attr", trial_id, key, value))
+
+    def set_trial_system_attr(self, trial_id: int, key: str, value: Any) -> None:
+        ops = getattr(self._local, "ops", None)  # a sampler's own records (NSGA-II's generation)
+        if ops is None:
+            super().set_trial_system_attr(trial_id, key, value)
+        else:
+            ops.append(("system_attr", trial_id, key, value))
+
+    # -- reads -------------------------------------------------------------------------------------------
+    # Optuna reads a trial back 3 to 5 times per trial (ask, the sampler's trial lists, tell), each through
+    # SQLAlchemy's ORM: one object per row and relationship. These read the same rows as plain tuples and
+    # build the same FrozenTrial (tests/test_trial_path.py holds them equal to Optuna's own reads).
+
+    def get_trial(self, trial_id: int) -> FrozenTrial:
+        from optuna.storages._rdb import models
+
+        with self._session() as session:
+            trials = self._read(session, models.TrialModel.trial_id == trial_id)
+        if not trials:
+            raise KeyError(models.NOT_FOUND_MSG)
+        return trials[0]
+
+    def _get_trials(
+        self,
+        study_id: int,
+        states: Container[TrialState] | None,
+        included_trial_ids: set[int],
+        trial_id_greater_than: int,
+    ) -> list[FrozenTrial]:
+        import sqlalchemy
+        from optuna.storages._rdb import models
+
+        trial = models.TrialModel
+        included = [i for i in included_trial_ids if i <= trial_id_greater_than]
+        condition = trial.study_id == study_id
+        if states is not None:
+            condition = condition & trial.state.in_(list(states))  # type: ignore[arg-type]
+        if included and trial_id_greater_than > -1:
+            newer = trial.trial_id > trial_id_greater_than
+            condition = condition & sqlalchemy.or_(trial.trial_id.in_(included), newer)
+        elif trial_id_greater_than > -1:
+            condition = condition & (trial.trial_id > trial_id_greater_than)
+        with self._session() as session:
+            models.StudyModel.find_or_raise_by_id(study_id, session)
+            return self._read(session, condition)
+
+    @contextlib.contextmanager
+    def _session(self) -> Iterator[Any]:
+        session = self.scoped_session()
+        try:
+            yield session
+            session.commit()
+        except Exception:
+            session.rollback()
+            raise
+        finally:
+            session.close()
+
+    @staticmethod
+    def _read(session: Any, condition: Any) -> list[FrozenTrial]:
+        """The trials matching ``condition`` (on the trials table), in trial id order."""
+        import sqlalchemy
+        from optuna.storages._rdb import models
+
+        trial = models.TrialModel
+        start, end = trial._datetime_start_utc, trial._datetime_complete_utc  # stored in UTC, no zone
+        columns = (trial.trial_id, trial.number, trial.state, start, end)
+        rows = session.execute(sqlalchemy.select(*columns).where(condition).order_by(trial.trial_id)).all()
+        if not rows:
+            return []
+        ids = sqlalchemy.select(trial.trial_id).where(condition).scalar_subquery()
+
+        def children(model: Any, *names: str, order: Any = None) -> dict[int, list[Any]]:
+            query = sqlalchemy.select(model.trial_id, *(getattr(model, n) for n in names))
+            query = query.where(model.trial_id.in_(ids))
+            out: dict[int, list[Any]] = {}
+            for row in session.execute(query if order is None else query.order_by(order)):
+                out.setdefault(row[0], []).append(row[1:])
+            return out
+
+        param = models.TrialParamModel
+        params = children(param, "param_name", "param_value", "distribution_json", order=param.param_id)
+        values = children(models.TrialValueModel, "objective", "value", "value_type")
+        user = children(models.TrialUserAttributeModel, "key", "value_json")
+        system = children(models.TrialSystemAttributeModel, "key", "value_json")
+        steps = children(
+            models.TrialIntermediateValueModel, "step", "intermediate_value", "intermediate_value_type"
+        )
+        value_of = models.TrialValueModel.stored_repr_to_value
+        step_of = models.TrialIntermediateValueModel.stored_repr_to_intermediate_value
+        out = []
+        for trial_id, number, state, start, complete in rows:
+            dists = {name: _distribution(dist) for name, _, dist in params.get(trial_id, ())}
+            stored = sorted(values.get(trial_id, ()))
+            out.append(
+                FrozenTrial(
+                    number=number,
+                    state=state,
+                    value=None,
+                    values=[value_of(v, kind) for _, v, kind in stored] if stored else None,
+                    datetime_start=_local(start),
+                    datetime_complete=_local(complete),
+                    params={n: dists[n].to_external_repr(v) for n, v, _ in params.get(trial_id, ())},
+                    distributions=dists,
+                    user_attrs={k: json.loads(v) for k, v in user.get(trial_id, ())},
+                    system_attrs={k: json.loads(v) for k, v in system.get(trial_id, ())},
+                    intermediate_values={n: step_of(v, kind) for n, v, kind in steps.get(trial_id, ())},
+                    trial_id=trial_id,
+                )
+            )
+        return out
+
+
+def _local(utc: datetime.datetime | None) -> datetime.datetime | None:
+    """A stored UTC time as Optuna's model returns it: local time, no zone."""
+    if utc is None:
+        return None
+    return utc.replace(tzinfo=datetime.UTC).astimezone().replace(tzinfo=None)
+
+
+@functools.lru_cache(maxsize=4096)
+def _distribution(text: str) -> Any:
+    """A parameter's distribution from its stored JSON (the same few texts recur in every trial)."""
+    from optuna.distributions import json_to_distribution
+
+    return json_to_distribution(text)
 
 
 def batched_writes(storage: Any) -> contextlib.AbstractContextManager[None]:
