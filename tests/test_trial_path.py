@@ -114,10 +114,18 @@ def test_a_wall_budget_keeps_spending_across_resumes(tmp_path: Path, monkeypatch
     assert ran < len(more.trials) <= 2 * ran + 2
 
 
-def test_a_resume_keeps_the_reports_reference_point(tmp_path: Path) -> None:
-    first = run_search(cheap_settings(tmp_path, budget="10trials"))
+def test_a_resume_keeps_the_reports_reference_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # no baselines: the reference is then drawn from every trial, so later, worse ones would move it
+    first = run_search(cheap_settings(tmp_path, budget="6trials", baselines=False))
     reference = read_manifest(first.run_dir)["report"]["reference_point"]
-    run_search(cheap_settings(tmp_path, budget="14trials", resume=True))
+    real = TrialRunner.evaluate
+
+    def worse(self: TrialRunner, arch: Arch, report=None):  # trials past the reference: it must not move
+        metrics = real(self, arch, report)
+        return {**metrics, "macs": metrics["macs"] * 100}
+
+    monkeypatch.setattr(TrialRunner, "evaluate", worse)
+    run_search(cheap_settings(tmp_path, budget="9trials", baselines=False, resume=True))
     manifest = read_manifest(first.run_dir)
     assert manifest["report"]["reference_point"] == reference
     assert len(manifest["sessions"]) == 2
