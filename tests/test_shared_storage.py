@@ -19,7 +19,7 @@ from nas.search.settings import SearchSettings
 from nas.search.storage import open_storage
 
 pytestmark = pytest.mark.integration
-BUDGET = 60  # enough trials that the workers started after the first still find some to run
+BUDGET = 30
 
 
 @pytest.fixture(scope="module")
@@ -37,10 +37,10 @@ def postgres():
 
 
 def _worker(runs: Path, storage: str, resume: bool) -> subprocess.Popen:
-    # MACs counted at 224 px: a trial takes a fraction of a second (most count blocks no trial before did),
+    # coatnet's MACs counted at 224 px: a trial takes about a second (most count blocks no trial before did),
     # so the workers started once the baselines exist still find trials to run
     command = [
-        sys.executable, "-m", "nas", "search", "--space", "sasa", "--evaluator", "complexity",
+        sys.executable, "-m", "nas", "search", "--space", "coatnet", "--evaluator", "complexity",
         "--objectives", "macs,params", "--budget", f"{BUDGET}trials", "--macs-img-size", "224",
         "--runs-dir", str(runs), "--study", "shared", "--storage", storage, *(["--resume"] if resume else []),
     ]  # fmt: skip
@@ -51,7 +51,11 @@ def _run_workers(runs: Path, storage: str, count: int) -> list[int]:
     """Start one worker, the others with --resume once the study and its baselines exist (as a user adds
     workers); returns the number of trials each worker says it ran."""
     settings = SearchSettings(
-        space="sasa", evaluator="complexity", objectives=("macs", "params"), storage=storage, study="shared"
+        space="coatnet",
+        evaluator="complexity",
+        objectives=("macs", "params"),
+        storage=storage,
+        study="shared",
     )
     first = _worker(runs, storage, resume=False)
     deadline = time.time() + 120
@@ -76,7 +80,11 @@ def _run_workers(runs: Path, storage: str, count: int) -> list[int]:
 
 def _check_study(storage: str, ran: list[int]) -> None:
     settings = SearchSettings(
-        space="sasa", evaluator="complexity", objectives=("macs", "params"), storage=storage, study="shared"
+        space="coatnet",
+        evaluator="complexity",
+        objectives=("macs", "params"),
+        storage=storage,
+        study="shared",
     )
     study = optuna.load_study(study_name="shared", storage=open_storage(settings)[0])
     trials = [t for t in study.get_trials(deepcopy=False) if t.state.name != "WAITING"]

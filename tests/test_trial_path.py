@@ -105,13 +105,13 @@ def test_a_wall_budget_keeps_spending_across_resumes(tmp_path: Path, monkeypatch
     ran = len(first.trials)
     assert 2 <= ran <= 6
     spent = json.loads((first.run_dir / "manifest.json").read_text())["budget"]["spent"]["elapsed"]
-    assert spent >= 1.2
+    assert spent >= 0.3 * ran  # the study's wall time covers its trials
     # the study's wall time is spent: a resume under the same budget starts no trial ...
     again = run_search(cheap_settings(tmp_path, budget="1.5wall-seconds", resume=True))
     assert len(again.trials) == ran
-    # ... and one given more wall time spends only what was added
+    # ... and one given 1.5 s more spends only what was added: at most 1.5 / 0.3 trials, and one past it
     more = run_search(cheap_settings(tmp_path, budget="3wall-seconds", resume=True))
-    assert ran < len(more.trials) <= 2 * ran + 2
+    assert ran < len(more.trials) <= ran + 6
 
 
 def test_a_resume_keeps_the_reports_reference_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -71,8 +71,7 @@ class BatchedRDBStorage(optuna.storages.RDBStorage):
         from optuna.distributions import check_distribution_compatibility, distribution_to_json
         from optuna.storages._rdb import models  # private: the model classes and writers below
 
-        session = self.scoped_session()
-        try:
+        with self._session() as session:
             with session.no_autoflush:
                 for trial_id in dict.fromkeys(op[1] for op in ops):
                     trial = models.TrialModel.find_or_raise_by_id(trial_id, session)
@@ -97,12 +96,6 @@ class BatchedRDBStorage(optuna.storages.RDBStorage):
                 )
             self._upsert_attrs(session, models.TrialUserAttributeModel, attrs["user_attr"])
             self._upsert_attrs(session, models.TrialSystemAttributeModel, attrs["system_attr"])
-            session.commit()
-        except Exception:
-            session.rollback()
-            raise
-        finally:
-            session.close()
 
     def _upsert_attrs(self, session: Any, model: Any, attrs: dict[tuple[int, str], Any]) -> None:
         if not attrs:
@@ -167,21 +160,10 @@ class BatchedRDBStorage(optuna.storages.RDBStorage):
         # inside a batch this thread's writes are not stored yet, and a sampler asks for the study's trials
         # once per parameter group (TPE with constant liar): the batch's first read answers the others
         reads = getattr(self._local, "reads", None)
-        key = (study_id, None if states is None else tuple(states), frozenset(included_trial_ids))
-        if reads is not None and (key, trial_id_greater_than) in reads:
-            return list(reads[key, trial_id_greater_than])
-        trials = self._read_trials(study_id, states, included_trial_ids, trial_id_greater_than)
-        if reads is not None:
-            reads[key, trial_id_greater_than] = trials
-        return list(trials)
-
-    def _read_trials(
-        self,
-        study_id: int,
-        states: Container[TrialState] | None,
-        included_trial_ids: set[int],
-        trial_id_greater_than: int,
-    ) -> list[FrozenTrial]:
+        states = None if states is None else tuple(states)  # type: ignore[arg-type]: Optuna passes lists too
+        key = (study_id, states, frozenset(included_trial_ids), trial_id_greater_than)
+        if reads is not None and key in reads:
+            return list(reads[key])
         import sqlalchemy
         from optuna.storages._rdb import models
 
@@ -189,7 +171,7 @@ class BatchedRDBStorage(optuna.storages.RDBStorage):
         included = [i for i in included_trial_ids if i <= trial_id_greater_than]
         condition = trial.study_id == study_id
         if states is not None:
-            condition = condition & trial.state.in_(list(states))  # type: ignore[arg-type]
+            condition = condition & trial.state.in_(states)
         if included and trial_id_greater_than > -1:
             newer = trial.trial_id > trial_id_greater_than
             condition = condition & sqlalchemy.or_(trial.trial_id.in_(included), newer)
@@ -197,10 +179,14 @@ class BatchedRDBStorage(optuna.storages.RDBStorage):
             condition = condition & (trial.trial_id > trial_id_greater_than)
         with self._session() as session:
             models.StudyModel.find_or_raise_by_id(study_id, session)
-            return self._read(session, condition)
+            trials = self._read(session, condition)
+        if reads is not None:
+            reads[key] = trials
+        return list(trials)
 
     @contextlib.contextmanager
     def _session(self) -> Iterator[Any]:
+        """A session committed at the end of the block (rolled back if it raises), then closed."""
         session = self.scoped_session()
         try:
             yield session
