@@ -177,17 +177,14 @@ class Heartbeat:
     """Records this worker on ``trial`` and refreshes its ``heartbeat`` every ``interval`` seconds from a
     daemon thread until the block ends (a context manager around one trial's evaluation)."""
 
-    def __init__(
-        self, trial: optuna.Trial, interval: float = HEARTBEAT_SECONDS, record_worker: bool = True
-    ) -> None:
-        self.trial, self.interval, self.record_worker = trial, interval, record_worker
+    def __init__(self, trial: optuna.Trial, interval: float = HEARTBEAT_SECONDS) -> None:
+        self.trial, self.interval = trial, interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="nas-heartbeat", daemon=True)
 
     def __enter__(self) -> Heartbeat:
         _RUNNING_HERE.add(trial_key(self.trial))
-        if self.record_worker:  # else the caller records it (with other writes, in one transaction)
-            self.trial.set_user_attr("worker", this_worker())  # its first heartbeat is the trial's start
+        self.trial.set_user_attr("worker", this_worker())  # its first heartbeat is the trial's start
         self._thread.start()
         return self
 

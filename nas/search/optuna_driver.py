@@ -23,7 +23,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from nas.arch import Arch
 from nas.search.budget import BudgetTracker, Session, TrialCost, wall_seconds
-from nas.search.liveness import Heartbeat, enqueue_rerun, fail_lost_trials, this_worker
+from nas.search.liveness import Heartbeat, enqueue_rerun, fail_lost_trials
 from nas.search.progress import SearchProgress
 from nas.search.samplers import make_sampler
 from nas.search.settings import SearchSettings
@@ -163,13 +163,14 @@ def _run_one(study: optuna.Study, storage: Any, runner: TrialRunner) -> tuple[in
 
     def sample() -> Arch:
         with batched_writes(storage):
-            trial.set_user_attr("worker", this_worker())  # who runs it: see nas.search.liveness
             arch = runner.space.sample(trial)  # the sampler's suggestions run here: part of the trial's cost
             trial.set_user_attr("arch", arch.key)
             trial.set_user_attr("arch_json", arch.to_json())
         return arch
 
-    with Heartbeat(trial, record_worker=False):  # until its outcome is told
+    # the worker record is its own write, at once: a kill during the sampling leaves a trial that the next
+    # worker knows lost at once, instead of after LOST_AFTER_SECONDS without a heartbeat
+    with Heartbeat(trial):  # until its outcome is told
         record = run_trial(runner, sample, number=trial.number)
         with batched_writes(storage):
             for key in ("baseline", "metrics", "cost", "fail_reason"):
