@@ -248,8 +248,10 @@ def _record_of(result: dict[str, Any], number: int, objectives: tuple[str, ...],
     from nas.arch import Arch
 
     arch = Arch.from_json(result["arch_json"]) if result.get("arch_json") else None
-    failed = TrialCost(0.0, 1, budget.device or "cpu", f"trial {number}").to_dict()
-    cost = TrialCost.from_dict(result.get("cost") or failed)
+    if result.get("cost"):
+        cost = TrialCost.from_dict(result["cost"])
+    else:
+        cost = TrialCost(0.0, 1, budget.device or "cpu", f"trial {number}")
     reason = result.get("fail_reason", "error: the Ray trial errored and reported nothing") or None
     metrics, baseline = result.get("metrics") or {}, result.get("baseline", "")
     return TrialRecord(arch, metrics, cost, reason, baseline, objectives)

@@ -56,7 +56,8 @@ class BatchedRDBStorage(optuna.storages.RDBStorage):
         if getattr(self._local, "ops", None) is not None:  # nested: the outer block commits
             yield
             return
-        self._local.ops, self._local.reads = ops, _ = [], {}
+        ops: list[tuple[Any, ...]] = []
+        self._local.ops, self._local.reads = ops, {}
         try:
             yield
         finally:
