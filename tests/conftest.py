@@ -26,3 +26,21 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory):
         yield head
     finally:
         head.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A real PostgreSQL server on localhost (its own data directory and port), shared by the tests that
+    put a study in it. CI installs PostgreSQL: missing there is a failure, elsewhere a skip."""
+    from postgres_server import PostgresServer, postgres_bin
+
+    bin_dir = postgres_bin()
+    if bin_dir is None:
+        if os.environ.get("NAS_REQUIRE_SERVICES"):
+            pytest.fail("PostgreSQL is not installed (apt-get install postgresql)")
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql)")
+    server = PostgresServer(bin_dir).start()
+    try:
+        yield server
+    finally:
+        server.stop()

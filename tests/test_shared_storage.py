@@ -3,7 +3,6 @@ file. No trial is duplicated or lost, and the study's total is the sum of what t
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -13,27 +12,13 @@ from pathlib import Path
 
 import optuna
 import pytest
-from postgres_server import PostgresServer, postgres_bin
+from postgres_server import PostgresServer
 
 from nas.search.settings import SearchSettings
 from nas.search.storage import open_storage
 
 pytestmark = pytest.mark.integration
 BUDGET = 30
-
-
-@pytest.fixture(scope="module")
-def postgres():
-    bin_dir = postgres_bin()
-    if bin_dir is None:
-        if os.environ.get("NAS_REQUIRE_SERVICES"):  # CI installs it: missing there is a failure
-            pytest.fail("PostgreSQL is not installed (apt-get install postgresql)")
-        pytest.skip("PostgreSQL is not installed (apt-get install postgresql)")
-    server = PostgresServer(bin_dir).start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _worker(runs: Path, storage: str, resume: bool) -> subprocess.Popen:

@@ -179,8 +179,9 @@ class BatchedRDBStorage(optuna.storages.RDBStorage):
         elif trial_id_greater_than > -1:
             condition = condition & (trial.trial_id > trial_id_greater_than)
         with self._session() as session:
-            models.StudyModel.find_or_raise_by_id(study_id, session)
             trials = self._read(session, condition)
+            if not trials:  # a study with trials exists; without, Optuna's KeyError if it does not
+                models.StudyModel.find_or_raise_by_id(study_id, session)
         if reads is not None:
             reads[key] = trials
         return list(trials)
@@ -200,7 +201,9 @@ class BatchedRDBStorage(optuna.storages.RDBStorage):
 
     @staticmethod
     def _read(session: Any, condition: Any) -> list[FrozenTrial]:
-        """The trials matching ``condition`` (on the trials table), in trial id order."""
+        """The trials matching ``condition`` (on the trials table), in trial id order: four queries (the
+        trials, their parameters, their final and intermediate values together, their user and system
+        attributes together)."""
         import sqlalchemy
         from optuna.storages._rdb import models
 
@@ -212,41 +215,58 @@ class BatchedRDBStorage(optuna.storages.RDBStorage):
             return []
         ids = sqlalchemy.select(trial.trial_id).where(condition).scalar_subquery()
 
-        def children(model: Any, *names: str, order: Any = None) -> dict[int, list[Any]]:
-            query = sqlalchemy.select(model.trial_id, *(getattr(model, n) for n in names))
-            query = query.where(model.trial_id.in_(ids))
+        def union(*parts: tuple[Any, ...]) -> dict[int, list[Any]]:
+            """Rows of several child tables in one query, by trial: (part, *columns), ordered by the first
+            column: the row id for parameters, as Optuna orders them; the objective, step or key for the
+            others, the order of the unique index Optuna's own reads walk."""
+            queries = [
+                sqlalchemy.select(sqlalchemy.literal(i), model.trial_id, *cols).where(model.trial_id.in_(ids))
+                for i, (model, *cols) in enumerate(parts)
+            ]
+            query = sqlalchemy.union_all(*queries) if len(queries) > 1 else queries[0]
             out: dict[int, list[Any]] = {}
-            for row in session.execute(query if order is None else query.order_by(order)):
-                out.setdefault(row[0], []).append(row[1:])
+            for row in session.execute(query.order_by(sqlalchemy.text("1"), sqlalchemy.text("3"))):
+                out.setdefault(row[1], []).append((row[0], *row[2:]))
             return out
 
-        param = models.TrialParamModel
-        params = children(param, "param_name", "param_value", "distribution_json", order=param.param_id)
-        values = children(models.TrialValueModel, "objective", "value", "value_type")
-        user = children(models.TrialUserAttributeModel, "key", "value_json")
-        system = children(models.TrialSystemAttributeModel, "key", "value_json")
-        steps = children(
-            models.TrialIntermediateValueModel, "step", "intermediate_value", "intermediate_value_type"
+        text = sqlalchemy.String  # the two value-type enums are different types in PostgreSQL: read as text
+        param, value, step = (
+            models.TrialParamModel,
+            models.TrialValueModel,
+            models.TrialIntermediateValueModel,
         )
-        value_of = models.TrialValueModel.stored_repr_to_value
-        step_of = models.TrialIntermediateValueModel.stored_repr_to_intermediate_value
+        user, system = models.TrialUserAttributeModel, models.TrialSystemAttributeModel
+        params = union((param, param.param_id, param.param_name, param.param_value, param.distribution_json))
+        numbers = union(
+            (value, value.objective, value.value, sqlalchemy.cast(value.value_type, text)),
+            (step, step.step, step.intermediate_value, sqlalchemy.cast(step.intermediate_value_type, text)),
+        )
+        attrs = union((user, user.key, user.value_json), (system, system.key, system.value_json))
+        value_of, value_type = value.stored_repr_to_value, value.TrialValueType
+        step_of, step_type = step.stored_repr_to_intermediate_value, step.TrialIntermediateValueType
         out = []
         for trial_id, number, state, start, complete in rows:
-            dists = {name: _distribution(dist) for name, _, dist in params.get(trial_id, ())}
-            stored = sorted(values.get(trial_id, ()))
+            trial_params = params.get(trial_id, ())
+            dists = {name: _distribution(dist) for _, _, name, _, dist in trial_params}
+            stored = sorted((n, v, kind) for part, n, v, kind in numbers.get(trial_id, ()) if part == 0)
+            kv = attrs.get(trial_id, ())
             out.append(
                 FrozenTrial(
                     number=number,
                     state=state,
                     value=None,
-                    values=[value_of(v, kind) for _, v, kind in stored] if stored else None,
+                    values=[value_of(v, value_type[kind]) for _, v, kind in stored] if stored else None,
                     datetime_start=_local(start),
                     datetime_complete=_local(complete),
-                    params={n: dists[n].to_external_repr(v) for n, v, _ in params.get(trial_id, ())},
+                    params={n: dists[n].to_external_repr(v) for _, _, n, v, _ in trial_params},
                     distributions=dists,
-                    user_attrs={k: json.loads(v) for k, v in user.get(trial_id, ())},
-                    system_attrs={k: json.loads(v) for k, v in system.get(trial_id, ())},
-                    intermediate_values={n: step_of(v, kind) for n, v, kind in steps.get(trial_id, ())},
+                    user_attrs={k: json.loads(v) for part, k, v in kv if part == 0},
+                    system_attrs={k: json.loads(v) for part, k, v in kv if part == 1},
+                    intermediate_values={
+                        n: step_of(v, step_type[kind])
+                        for part, n, v, kind in numbers.get(trial_id, ())
+                        if part == 1
+                    },
                     trial_id=trial_id,
                 )
             )
