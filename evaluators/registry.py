@@ -7,7 +7,9 @@ its budget as overhead. A search validates its objectives against the entry befo
 an objective no evaluator produces is refused in one sentence instead of failing every trial.
 
 Besides what the evaluator reports, every trial carries :data:`TRIAL_METRICS` (``params`` and ``macs`` of the
-architecture at the target resolution, counted by fvcore), whichever evaluator scored it.
+architecture at the target resolution, counted by fvcore), whichever evaluator scored it, and
+:data:`ON_REQUEST` (``latency_ms``, predicted from the device's latency table, :mod:`evaluators.latency`)
+when the search asks for it as an objective or a limit.
 
 This module imports no torch: the config types and builders are resolved when first used.
 """
@@ -22,9 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-__all__ = ["EVALUATORS", "TRIAL_METRICS", "Evaluator", "EvaluatorSpec", "get_evaluator"]
+__all__ = ["EVALUATORS", "ON_REQUEST", "TRIAL_METRICS", "Evaluator", "EvaluatorSpec", "get_evaluator"]
 
 TRIAL_METRICS = frozenset({"params", "macs"})
+ON_REQUEST = frozenset({"latency_ms"})
 
 
 class Evaluator(Protocol):
@@ -48,11 +51,12 @@ class EvaluatorSpec:
     config: str | None = None
     builder: str | None = None
     needs_setup: bool = False
+    default_objectives: tuple[str, ...] = ("top1:max", "macs:min")  # a search's when it names none
 
     @property
     def objectives(self) -> frozenset[str]:
         """Metric names a search with this evaluator may optimize."""
-        return self.produces | TRIAL_METRICS
+        return self.produces | TRIAL_METRICS | ON_REQUEST
 
     def config_type(self) -> type | None:
         return _resolve(self.config) if self.config else None
@@ -139,7 +143,9 @@ _TRAINED = frozenset({"top1", "loss"})
 EVALUATORS: dict[str, EvaluatorSpec] = {
     spec.name: spec
     for spec in (
-        EvaluatorSpec("complexity", "trains nothing", frozenset()),
+        EvaluatorSpec(
+            "complexity", "trains nothing", frozenset(), default_objectives=("macs:min", "params:min")
+        ),
         EvaluatorSpec(
             "proxy",
             "trains each network briefly",

@@ -321,7 +321,10 @@ def search(
         str | None, typer.Option(help="Proxy profile of the space: cpu | gpu | full. [default: cpu]")
     ] = None,
     objectives: Annotated[
-        str | None, typer.Option(help="Comma-separated metric[:max|min]. [default: top1:max,macs:min]")
+        str | None,
+        typer.Option(
+            help="Comma-separated metric[:max|min]. [default: top1:max,macs:min; complexity: macs,params]"
+        ),
     ] = None,
     sampler: Annotated[
         str | None,
@@ -363,6 +366,21 @@ def search(
     macs_img_size: Annotated[
         int | None, typer.Option(help="Image size of the MACs/params objectives. [default: 224]")
     ] = None,
+    max_macs: Annotated[
+        str | None, typer.Option(help="Hard limit on MACs, e.g. 4.2G; samples over it are never trained.")
+    ] = None,
+    max_params: Annotated[str | None, typer.Option(help="Hard limit on parameters, e.g. 25M.")] = None,
+    max_latency: Annotated[
+        str | None, typer.Option(help="Hard limit on latency on --latency-device, e.g. 12ms.")
+    ] = None,
+    at_cost_of: Annotated[
+        str | None, typer.Option(help="A baseline (e.g. CoAtNet-0): its MACs and params are the limits.")
+    ] = None,
+    latency_device: Annotated[
+        str | None,
+        typer.Option(help="cpu | cuda | cuda:N: where latency_ms is measured. [default: search's]"),
+    ] = None,
+    latency_batch: Annotated[int | None, typer.Option(help="Batch size of latency_ms. [default: 1]")] = None,
     config: Annotated[
         Path | None, typer.Option(help="YAML/TOML file with the same keys; flags override it.")
     ] = None,
@@ -396,10 +414,18 @@ def search(
             concurrency=concurrency,
             trial_timeout=trial_timeout,
             macs_img_size=macs_img_size,
+            max_macs=max_macs,
+            max_params=max_params,
+            max_latency=max_latency,
+            at_cost_of=at_cost_of,
+            latency_device=latency_device,
+            latency_batch=latency_batch,
         )
         outcome = run_search(settings, console)
-    done = int((outcome.trials["state"] == "COMPLETE").sum()) if len(outcome.trials) else 0
-    console.print(f"{done} trials complete; trials table: {outcome.run_dir / 'trials.csv'}")
+    states = outcome.trials["state"].value_counts() if len(outcome.trials) else {}
+    done, rejected = int(states.get("COMPLETE", 0)), int(states.get("INFEASIBLE", 0))
+    also = f", {rejected} samples rejected over the limits" if rejected else ""
+    console.print(f"{done} trials complete{also}; trials table: {outcome.run_dir / 'trials.csv'}")
     if outcome.ran is not None:
         console.print(f"this worker ran {outcome.ran} trials")
     console.print(f"manifest: {outcome.manifest}")

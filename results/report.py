@@ -10,6 +10,12 @@ and ``manifest.json``) and writes, beside them:
   dominate it and by how much; the failed trials with their reasons; the manifest;
 - ``pareto.png`` (matplotlib) and ``pareto.csv`` (the front's rows of the trials table).
 
+Under limits (``--max-macs``, ``--at-cost-of``, ...; the manifest's ``limits``) the front and the hypervolume
+are of the feasible trials only; each limit is drawn as a line on the plots whose axis it bounds; baselines
+over a limit stay on the plots, marked "over the limit"; and the summary says how many samples were rejected,
+over which limit, and how the feasible fraction of samples changed over the search (a sampler told of the
+limits draws fewer infeasible samples as it learns).
+
 Hypervolume needs a reference point that stays fixed across the sessions of a study, so that values compare.
 :func:`reference_point` fixes it at the first report: ``top1`` 0 %; every other objective twice the worst
 value among the space's baselines that the study ran (they run first unless ``--no-baselines``), or 1.1 x the
@@ -129,24 +135,59 @@ def _points(frame: pd.DataFrame, objectives: Sequence[Objective]) -> list[list[f
     return out
 
 
+def _feasible(frame: pd.DataFrame) -> list[bool]:
+    """Whether each row met the search's limits (a table from before limits existed: every row did)."""
+    if "feasible" not in frame:
+        return [True] * len(frame)
+    return [value is not False and str(value).lower() != "false" for value in frame["feasible"]]
+
+
+def feasible_fractions(frame: pd.DataFrame, parts: int = 4) -> list[float]:
+    """The fraction of sampled trials (baselines aside) within the limits, in each of ``parts`` equal
+    stretches of the search in trial order."""
+    frame = frame.sort_values("number", kind="stable")
+    ok = _feasible(frame[(frame["baseline"].fillna("").astype(str) == "") & frame["state"].isin(_SAMPLED)])
+    size = len(ok) / parts
+    chunks = [ok[round(i * size) : round((i + 1) * size)] for i in range(parts)]
+    return [sum(c) / len(c) for c in chunks if c]
+
+
+_SAMPLED = ("COMPLETE", "INFEASIBLE")
+
+
+def rejections(frame: pd.DataFrame) -> dict[str, int]:
+    """How many samples were rejected over each limit (a sample over two limits counts for both)."""
+    rejected = frame[frame["state"] == "INFEASIBLE"]
+    out: dict[str, int] = {}
+    for column in sorted(c for c in frame.columns if c.startswith("constraint_")):
+        over = int((pd.to_numeric(rejected[column], errors="coerce") > 0).sum())
+        if over:
+            out[column.removeprefix("constraint_")] = over
+    return out
+
+
 def analyse(frame: pd.DataFrame, manifest: dict[str, Any]) -> dict[str, Any]:
     """Front, hypervolume history (per trial and per budget spent) and baseline domination of a study."""
     objectives = _objectives(manifest)
     directions = [o.direction for o in objectives]
     frame = frame.sort_values("number", kind="stable").reset_index(drop=True)
     points = _points(frame, objectives)
+    feasible = _feasible(frame)
     done = [i for i, p in enumerate(points) if p is not None]
-    front = [done[i] for i in pareto_front([points[i] for i in done], directions)]
+    within = [i for i in done if feasible[i]]  # the front is of what met the limits
+    front = [within[i] for i in pareto_front([points[i] for i in within], directions)]
     reference = reference_point(objectives, manifest, frame)
     ref = [reference[o.name] for o in objectives]
-    history = hypervolume_history(points, directions, ref)
+    history = hypervolume_history(
+        [p if ok else None for p, ok in zip(points, feasible, strict=True)], directions, ref
+    )
     spent = pd.to_numeric(frame.get("charge"), errors="coerce").fillna(0.0).cumsum().tolist()
     baselines = []
     is_baseline = frame["baseline"].fillna("").astype(str) != ""
     for i in done:
         if not is_baseline[i]:
             continue
-        beaters = [j for j in done if not is_baseline[j] and dominates(points[j], points[i], directions)]
+        beaters = [j for j in within if not is_baseline[j] and dominates(points[j], points[i], directions)]
         margins = [
             {
                 "number": int(frame.loc[j, "number"]),
@@ -158,6 +199,7 @@ def analyse(frame: pd.DataFrame, manifest: dict[str, Any]) -> dict[str, Any]:
         baselines.append(
             {
                 "baseline": frame.loc[i, "baseline"],
+                "feasible": feasible[i],
                 "number": int(frame.loc[i, "number"]),
                 "values": dict(zip([o.name for o in objectives], points[i], strict=True)),
                 "dominated_by": margins,
@@ -167,6 +209,8 @@ def analyse(frame: pd.DataFrame, manifest: dict[str, Any]) -> dict[str, Any]:
         "objectives": objectives,
         "frame": frame,
         "points": points,
+        "feasible": feasible,
+        "limits": {k: float(v) for k, v in (manifest.get("limits") or {}).items() if k != "at_cost_of"},
         "front": front,
         "reference": reference,
         "hypervolume": history,
@@ -227,16 +271,36 @@ def _scatter_figure(analysis: dict[str, Any], x: str, y: str) -> Any:
 
     others = [i for i in done if i not in front and not base[i]]
     trace(others, "trials", mode="markers", marker={"color": "#9aa5b1", "size": 7})
-    baselines = [i for i in done if base[i]]
-    trace(
-        baselines,
-        "baselines",
-        mode="markers+text",
-        text=list(base[baselines]),
-        textposition="top center",
-        textfont={"size": 10},
-        marker={"symbol": "star", "size": 15, "color": "#1f77b4", "line": {"width": 1, "color": "black"}},
-    )
+    rejected = _plottable(frame, frame.index[frame["state"] == "INFEASIBLE"], x, y)
+    if rejected:
+        trace(rejected, "rejected (over a limit)", mode="markers", marker={"symbol": "x", "color": "#e3b5b5"})
+    feasible = analysis["feasible"]
+    for over in (False, True):
+        baselines = [i for i in done if base[i] and feasible[i] != over]
+        if baselines:
+            trace(
+                baselines,
+                "baselines over the limits" if over else "baselines",
+                mode="markers+text",
+                text=[f"{base[i]} (over the limit)" if over else base[i] for i in baselines],
+                textposition="top center",
+                textfont={"size": 10},
+                marker={
+                    "symbol": "star-open" if over else "star",
+                    "size": 15,
+                    "color": "#1f77b4",
+                    "line": {"width": 1, "color": "black"},
+                },
+            )
+    for axis, name in (("x", x), ("y", y)):
+        if name in analysis["limits"]:
+            limit = analysis["limits"][name]
+            line = {
+                "line_dash": "dash",
+                "line_color": "#d62728",
+                "annotation_text": f"limit {_short(name, limit)}",
+            }
+            fig.add_vline(x=limit, **line) if axis == "x" else fig.add_hline(y=limit, **line)
     # drawn last: a baseline that is on the front shows the front's red inside its star
     ordered = sorted(front, key=lambda i: float(pd.to_numeric(frame.loc[i, x], errors="coerce")))
     line = _objective_plane(analysis, x, y)
@@ -255,6 +319,18 @@ def _scatter_figure(analysis: dict[str, Any], x: str, y: str) -> Any:
         margin={"l": 60, "r": 20, "t": 50, "b": 50},
     )
     return fig
+
+
+def _plottable(frame: pd.DataFrame, rows: Any, x: str, y: str) -> list[int]:
+    """The rows among ``rows`` with a finite value on both axes."""
+    xs, ys = pd.to_numeric(frame[x], errors="coerce"), pd.to_numeric(frame[y], errors="coerce")
+    return [i for i in rows if math.isfinite(xs[i]) and math.isfinite(ys[i])]
+
+
+def _short(name: str, value: float) -> str:
+    from nas.search.constraints import format_count
+
+    return f"{value:.3g} ms" if name == "latency_ms" else format_count(value)
 
 
 def _objective_plane(analysis: dict[str, Any], x: str, y: str) -> bool:
@@ -329,7 +405,7 @@ def _baseline_table(analysis: dict[str, Any]) -> pd.DataFrame:
         best = b["dominated_by"][:5]
         rows.append(
             {
-                "baseline": b["baseline"],
+                "baseline": b["baseline"] + ("" if b["feasible"] else " (over the limits)"),
                 "trial": b["number"],
                 **{n: b["values"][n] for n in names},
                 "dominated by": len(b["dominated_by"]),
@@ -381,6 +457,7 @@ def write_report(run_dir: str | Path) -> Path:
             ("budget", budget.get("given")),
             ("budget spent", _budget_spent(budget)),
             ("trials", ", ".join(f"{k} {v}" for k, v in states.items())),
+            *_limit_rows(manifest, analysis["frame"]),
             ("front size", len(analysis["front"])),
             ("final hypervolume", f"{analysis['hypervolume'][-1]:.6g}" if analysis["hypervolume"] else "-"),
         ],
@@ -408,6 +485,24 @@ def write_report(run_dir: str | Path) -> Path:
     path = run_dir / "report.html"
     _atomic_write(path, "\n".join(parts))
     return path
+
+
+def _limit_rows(manifest: dict[str, Any], frame: pd.DataFrame) -> list[tuple[str, str]]:
+    """The summary's lines on limits: what they were, what was rejected, how feasibility changed."""
+    from nas.search.constraints import Limits
+
+    limits = Limits.from_dict(manifest.get("limits"))
+    if not limits:
+        return []
+    over = rejections(frame)
+    rejected = int((frame["state"] == "INFEASIBLE").sum())
+    why = "; ".join(f"{n} over the {name} limit" for name, n in over.items())
+    fractions = ", ".join(f"{f:.0%}" for f in feasible_fractions(frame))
+    return [
+        ("limits", limits.describe()),
+        ("samples rejected", f"{rejected} ({why})" if rejected else "0"),
+        ("feasible fraction of samples, by quarter of the search", fractions or "-"),
+    ]
 
 
 def _budget_spent(budget: dict[str, Any]) -> str:
@@ -455,10 +550,24 @@ def _write_png(analysis: dict[str, Any], path: Path) -> None:
         xs = pd.to_numeric(frame[x], errors="coerce")
         ys = pd.to_numeric(frame[y], errors="coerce")
         ax.scatter(xs[done], ys[done], s=14, color="#9aa5b1", label="trials")
+        rejected = _plottable(frame, frame.index[frame["state"] == "INFEASIBLE"], x, y)
+        if rejected:
+            ax.scatter(xs[rejected], ys[rejected], s=14, marker="x", color="#e3b5b5", label="rejected")
         marked = [i for i in done if base[i]]
+        within = [i for i in marked if analysis["feasible"][i]]
+        over = [i for i in marked if not analysis["feasible"][i]]
         ax.scatter(
-            xs[marked], ys[marked], marker="*", s=150, color="#1f77b4", edgecolor="k", label="baselines"
+            xs[within], ys[within], marker="*", s=150, color="#1f77b4", edgecolor="k", label="baselines"
         )
+        if over:
+            ax.scatter(
+                xs[over], ys[over], marker="*", s=150, facecolor="none", edgecolor="#1f77b4",
+                label="baselines over the limits",
+            )  # fmt: skip
+        for name, draw in ((x, ax.axvline), (y, ax.axhline)):
+            if name in analysis["limits"]:
+                limit = analysis["limits"][name]
+                draw(limit, color="#d62728", ls="--", lw=1, label=f"{name} limit {_short(name, limit)}")
         ordered = sorted(front, key=lambda i: xs[i])
         line = _objective_plane(analysis, x, y)
         label = "Pareto front" if line else f"Pareto front ({_front_of(analysis)})"

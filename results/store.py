@@ -1,11 +1,16 @@
 """The trials table: one row per trial of a study, whichever driver ran it, as a pandas DataFrame.
 
-Columns: ``number``, ``state`` (COMPLETE / FAIL / RUNNING / PRUNED / WAITING), ``arch`` (key), ``arch_json``,
-``baseline`` (the hand-designed network's name, or empty), one column per objective, every other metric the
-evaluator reported (``params``, ``macs``, ``top1``, ``train_seconds``, ...), ``cost_seconds``, ``devices``,
-``device``, ``charge`` (device-seconds), ``start`` / ``end`` (UTC) and ``fail_reason``. Drivers record each
-trial's metrics and cost as trial user attributes (``metrics``, ``cost``, ``arch``, ``arch_json``,
-``baseline``, ``fail_reason``), so the table is rebuilt from the study storage alone.
+Columns: ``number``, ``state`` (COMPLETE / FAIL / INFEASIBLE / RUNNING / PRUNED / WAITING), ``feasible``,
+``arch`` (key), ``arch_json``, ``baseline`` (the hand-designed network's name, or empty), one column per
+objective, every other metric the evaluator reported (``params``, ``macs``, ``top1``, ``train_seconds``, ...),
+``cost_seconds``, ``devices``, ``device``, ``charge`` (device-seconds), ``start`` / ``end`` (UTC),
+``fail_reason`` and, under limits, ``constraint_<metric>`` (``value / limit - 1``: at most 0 when met).
+INFEASIBLE is a sample rejected over a limit before it was evaluated: its objectives are what was measured
+(its cost; no accuracy). A baseline over a limit is evaluated all the same: COMPLETE, ``feasible`` false.
+
+Drivers record each trial's metrics and cost as trial user attributes (``metrics``, ``cost``, ``arch``,
+``arch_json``, ``baseline``, ``fail_reason``, ``constraints``, ``feasible``, ``rejected``), so the table is
+rebuilt from the study storage alone.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ __all__ = ["COLUMNS", "frame_from_rows", "save_trials", "trial_row", "trials_fra
 COLUMNS = [
     "number",
     "state",
+    "feasible",
     "arch",
     "baseline",
     "cost_seconds",
@@ -46,9 +52,11 @@ def trial_row(
 ) -> dict[str, Any]:
     """One row from a trial's recorded attributes (the same for Optuna trials and Ray results)."""
     cost = attrs.get("cost") or {}
+    rejected = bool(attrs.get("rejected"))
     row: dict[str, Any] = {
         "number": number,
-        "state": state,
+        "state": "INFEASIBLE" if rejected and state == "COMPLETE" else state,
+        "feasible": bool(attrs.get("feasible", True)),
         "arch": attrs.get("arch", ""),
         "baseline": attrs.get("baseline", ""),
         "cost_seconds": cost.get("seconds"),
@@ -60,11 +68,15 @@ def trial_row(
         "fail_reason": attrs.get("fail_reason", ""),
         "arch_json": attrs.get("arch_json", ""),
     }
-    for name, value in (attrs.get("metrics") or {}).items():
+    for name, value in (attrs.get("constraints") or {}).items():
+        row[f"constraint_{name}"] = value
+    metrics = attrs.get("metrics") or {}
+    for name, value in metrics.items():
         if isinstance(value, (int, float, str, bool)) or value is None:
             row.setdefault(name, value)
     for name, value in (objective_values or {}).items():
-        row[name] = value
+        # a rejected sample told its engine the worst value for what it never measured: the table says none
+        row[name] = metrics.get(name) if rejected else value
     return row
 
 

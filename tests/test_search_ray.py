@@ -83,3 +83,36 @@ def test_a_oneshot_search_on_ray_charges_its_supernet_as_on_optuna(local_ray, tm
     table = outcomes["ray"].trials
     assert (table.groupby("pid")["runner"].nunique() == 1).all()  # one runner per worker process
     assert table["runner"].nunique() < len(table)  # reused across trials, not rebuilt for each
+
+
+def test_under_a_limit_ray_rejects_as_optuna_does_and_tells_its_sampler(local_ray, tmp_path: Path) -> None:
+    limit = 65e6  # sasa at 32 px: about half the samples are under it
+    table = run_search(
+        _settings(tmp_path, study="lim", backend="ray", budget="14trials", max_macs=limit)
+    ).trials
+    baselines = table["baseline"].fillna("") != ""
+    sampled = table[(table["state"] == "COMPLETE") & ~baselines]
+    rejected = table[table["state"] == "INFEASIBLE"]
+    assert (table["state"] == "COMPLETE").sum() == 14 and len(rejected) >= 1
+    assert (sampled["macs"] <= limit).all() and sampled["feasible"].all()
+    assert (rejected["macs"] > limit).all() and not rejected["feasible"].any()
+    assert (rejected["constraint_macs"] > 0).all() and rejected[
+        "top1" if "top1" in table else "macs"
+    ].notna().all()
+
+
+def test_the_ray_searcher_tells_its_optuna_sampler_the_constraint_values(tmp_path: Path) -> None:
+    from nas.search import ray_driver
+
+    settings = _settings(tmp_path, study="told", backend="ray", max_macs=65e6, baselines=False)
+    ray_driver._append(ray_driver.ledger_path(settings), {"budget": settings.budget})
+    searcher = ray_driver.make_searcher(settings).searcher
+    config = searcher.suggest("t1")
+    assert config is not None
+    # as Tune hands a result to its searcher: nested records flattened
+    result = {"constraints/macs": 0.5, "rejected": True, "macs": 9.75e7, "params": 1e6, "cost/seconds": 0.1,
+              "cost/devices": 1, "cost/device": "cpu", "cost/label": "rejected trial 0",
+              "cost/overhead": True, "metrics/macs": 9.75e7, "metrics/params": 1e6}  # fmt: skip
+    searcher.on_trial_complete("t1", result)
+    (told,) = searcher.inner._ot_study.trials
+    assert told.constraints == {"macs": 0.5}

@@ -1,8 +1,9 @@
 """``runs/<study>/manifest.json``: what a search ran with, so that its results can be read and repeated.
 
-Space, seed, budget (as given and as spent), evaluator settings (profile, the config instance the trials
-ran with), storage, data location and split, package versions and the machine. Written atomically at the end
-of a search and on interruption; a resumed search appends its session to ``sessions``.
+Space, seed, budget (as given and as spent), the limits (resolved to numbers), evaluator settings (profile,
+the config instance the trials ran with), storage, data location and split, package versions and the
+machine. Written atomically at the end of a search and on interruption; a resumed search appends its session
+to ``sessions``.
 
 This module is the manifest's one writer: :func:`update_manifest` replaces the sections it is given and keeps
 every other (the report's ``report`` section, with its fixed hypervolume reference point, survives a resume),
@@ -111,6 +112,7 @@ def write_manifest(
                 "storage": storage,
                 "budget": budget,
                 "evaluator": _evaluator_settings(settings),
+                "limits": settings.limits.to_dict(),  # resolved: --at-cost-of as the baseline's own counts
                 "data": data or manifest.get("data"),
                 "trials": trials,
                 "packages": package_versions(),

@@ -23,6 +23,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from nas.arch import Arch
 from nas.search.budget import BudgetTracker, Session, TrialCost, wall_seconds
+from nas.search.constraints import NothingFeasible, RejectionStreak, check_same_limits
 from nas.search.liveness import Heartbeat, enqueue_rerun, fail_lost_trials
 from nas.search.progress import SearchProgress
 from nas.search.samplers import make_sampler
@@ -76,12 +77,15 @@ def open_study(
     if stored is None:
         study.set_user_attr("objectives", declared)
         study.set_user_attr("space", settings.space)
+        study.set_user_attr("limits", settings.limits.to_dict())
     elif stored != declared or study.user_attrs.get("space") != settings.space:
         raise ValueError(
             f"study {settings.study_name!r} searches {study.user_attrs.get('space')} for "
             f"{', '.join(stored)}; "
             f"it cannot be resumed for {settings.space} with {', '.join(declared)}"
         )
+    else:
+        check_same_limits(settings, study.user_attrs.get("limits"))
     return study, url, storage
 
 
@@ -173,8 +177,11 @@ def _run_one(study: optuna.Study, storage: Any, runner: TrialRunner) -> tuple[in
     with Heartbeat(trial):  # until its outcome is told
         record = run_trial(runner, sample, number=trial.number)
         with batched_writes(storage):
-            for key in ("baseline", "metrics", "cost", "fail_reason"):
-                trial.set_user_attr(key, record.attrs()[key])
+            attrs = record.attrs()
+            for key in ("baseline", "metrics", "cost", "fail_reason", "constraints", "feasible", "rejected"):
+                trial.set_user_attr(key, attrs[key])
+            for name, value in record.constraints.items():  # what TPE, NSGA-II and GP read as feasibility
+                trial.set_constraint(name, value)
         if record.ok:
             study.tell(trial, record.values)
         else:
@@ -201,6 +208,7 @@ def worker_loop(
     runner.prepare()  # a helper loads what the driver's set-up made (a trained supernet); not charged again
     session = session or Session()
     budget = StudyBudget(settings, session)
+    streak = RejectionStreak(runner.limits)
     ran, attrs, looked = 0, study.user_attrs, time.monotonic()
     try:
         while True:
@@ -223,6 +231,7 @@ def worker_loop(
                 progress.trial_done(number, record, budget.tracker)
             if record.interrupted:
                 raise KeyboardInterrupt
+            streak.add(record.rejected, record.metrics)  # NothingFeasible ends a worker that only rejects
     finally:
         # its span to its last trial, whichever way the loop ended (a storage that fails here is reported
         # by the exception already on its way, not by this write)
@@ -231,7 +240,8 @@ def worker_loop(
 
 
 def _spawned_worker(settings: SearchSettings, worker: int, session: Session, ran: Any) -> None:
-    ran.value = worker_loop(settings, worker, session=session)
+    with contextlib.suppress(NothingFeasible):  # the first worker says so, when its own streak ends
+        ran.value = worker_loop(settings, worker, session=session)
 
 
 def run_optuna(settings: SearchSettings, progress: SearchProgress | None = None) -> int:

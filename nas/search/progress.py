@@ -66,11 +66,13 @@ class SearchProgress:
         self._refresh()
 
     def trial_done(self, number: int, record: TrialRecord, tracker: BudgetTracker) -> None:
+        state = "INFEASIBLE" if record.rejected else "COMPLETE" if record.ok else "FAIL"
         row = {
             "number": number,
             "arch": record.arch.key if record.arch else "?",
             "baseline": record.baseline,
-            "state": "COMPLETE" if record.ok else "FAIL",
+            "state": state,
+            "feasible": record.feasible,
             "values": record.values,
             "seconds": record.cost.seconds,
             "fail_reason": record.reason or "",
@@ -78,10 +80,15 @@ class SearchProgress:
         self.rows.append(row)
         self.tracker = tracker
         values = "  ".join(
-            f"{o.name} {format_metric(o.name, v)}"
-            for o, v in zip(self.objectives, row["values"] or (), strict=False)
+            f"{o.name} {format_metric(o.name, record.metrics.get(o.name))}"
+            for o in (self.objectives if record.ok else ())
         )
-        mark = "ok" if record.ok else "fail"
+        mark = "rejected" if record.rejected else "ok" if record.ok else "fail"
+        if record.rejected:
+            over = [name for name, v in record.constraints.items() if v > 0]
+            values += f"  (over the {', '.join(over)} limit)"
+        elif not record.feasible:
+            values += "  (a reference over the limits)"
         reason = f"  ({record.reason})" if record.reason else ""
         base = f" [{record.baseline}]" if record.baseline else ""
         self.log(
@@ -94,9 +101,12 @@ class SearchProgress:
             self._live.update(self.render())
 
     def render(self) -> Group:
-        done = [r for r in self.rows if r["state"] == "COMPLETE"]
-        failed = len(self.rows) - len(done)
-        head = Text(f"{self.title}: {len(done)} trials done, {failed} failed")
+        done = [r for r in self.rows if r["state"] == "COMPLETE" and r["feasible"]]
+        rejected = sum(r["state"] == "INFEASIBLE" for r in self.rows)
+        failed = sum(r["state"] == "FAIL" for r in self.rows)
+        head = Text(f"{self.title}: {len(self.rows) - failed - rejected} trials done, {failed} failed")
+        if rejected:
+            head.append(f", {rejected} samples rejected over the limits")
         if self.tracker is not None:
             head.append(f"; {self.tracker.summary()}")
         table = Table(title="best trade-offs so far (Pareto front)", title_justify="left")

@@ -31,6 +31,7 @@ from typing import Any
 from ray.tune.search import Searcher, SearchGenerator
 
 from nas.search.budget import BudgetTracker, Session, TrialCost, wall_seconds
+from nas.search.constraints import NothingFeasible, RejectionStreak
 from nas.search.progress import SearchProgress
 from nas.search.settings import SearchSettings
 from nas.search.trial import TrialRecord, TrialRunner, run_trial
@@ -40,6 +41,7 @@ __all__ = ["BudgetedGenerator", "BudgetedSearcher", "collect_ray", "run_ray"]
 _NUMBER = "__number"  # the trial's sequence number, added to the config the trainable receives
 _RUNNERS: dict[str, TrialRunner] = {}  # this worker process's runner, by its settings
 _LIVE: dict[str, tuple[SearchProgress | None, Session]] = {}  # by study: this session's live view and span
+_STOPPED: dict[str, str] = {}  # by study: why the searcher stopped before the budget ran out
 
 
 def _settings_dict(settings: SearchSettings) -> dict[str, Any]:
@@ -147,6 +149,9 @@ class BudgetedSearcher(Searcher):
         self.inner, self.max_concurrent = inner, settings.concurrency
         self.path, self.view = ledger_path(settings), settings.study_name
         self.objectives = tuple(o.name for o in settings.parsed_objectives)
+        self.directions = tuple(o.direction for o in settings.parsed_objectives)
+        self.streak = RejectionStreak(settings.limits)
+        self.stopped: str | None = None  # why it stopped suggesting before the budget ran out
         self.live: set[str] = set()
         self.numbers: dict[str, int] = {}
         self._open()
@@ -170,6 +175,8 @@ class BudgetedSearcher(Searcher):
         return True  # metric and mode are the inner searcher's (declared objectives)
 
     def suggest(self, trial_id: str) -> dict[str, Any] | None:
+        if self.stopped is not None:
+            return None if self.live else Searcher.FINISHED
         if len(self.live) >= self.max_concurrent:
             return None
         if not self.tracker.can_start(pending=len(self.live - self.ledger.trials.keys())):  # not yet charged
@@ -191,15 +198,20 @@ class BudgetedSearcher(Searcher):
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         self.live.discard(trial_id)
+        nested = _nested(result or {})
+        told = getattr(self.inner, "_ot_trials", {}).get(trial_id)  # OptunaSearch's trial: no public accessor
+        for name, value in (nested.get("constraints") or {}).items():
+            if told is not None:  # what its sampler (TPE, NSGA-II, GP) reads as feasibility, as on Optuna
+                told.set_constraint(name, float(value))
         self.inner.on_trial_complete(trial_id, result=result, error=error)
-        self._record(trial_id, _nested(result or {}))
+        self._record(trial_id, nested)
 
     def _record(self, trial_id: str, result: dict[str, Any]) -> None:
         """Append the trial's record to the ledger (once), charge it, show it."""
         if trial_id in self.ledger.trials:
             return
         number = self.numbers.get(trial_id, -1)
-        record = _record_of(result, number, self.objectives, self.tracker.budget)
+        record = _record_of(result, number, self.objectives, self.directions, self.tracker.budget)
         entry = {
             "trial": trial_id,
             "number": number,
@@ -215,6 +227,10 @@ class BudgetedSearcher(Searcher):
         progress = _LIVE.get(self.view, (None,))[0]
         if progress is not None:
             progress.trial_done(number, record, self.tracker)
+        try:
+            self.streak.add(record.rejected, record.metrics)
+        except NothingFeasible as stop:
+            self.stopped = _STOPPED[self.view] = str(stop)
 
     def save(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "wb") as f:
@@ -242,7 +258,9 @@ def _nested(result: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _record_of(result: dict[str, Any], number: int, objectives: tuple[str, ...], budget: Any) -> TrialRecord:
+def _record_of(
+    result: dict[str, Any], number: int, objectives: tuple[str, ...], directions: tuple[str, ...], budget: Any
+) -> TrialRecord:
     """The record a Ray trial reported; a trial that errored past its retries reported nothing, and is a
     failed trial all the same (else a trials budget whose trials all error would never fill)."""
     from nas.arch import Arch
@@ -254,7 +272,9 @@ def _record_of(result: dict[str, Any], number: int, objectives: tuple[str, ...],
         cost = TrialCost(0.0, 1, budget.device or "cpu", f"trial {number}")
     reason = result.get("fail_reason", "error: the Ray trial errored and reported nothing") or None
     metrics, baseline = result.get("metrics") or {}, result.get("baseline", "")
-    return TrialRecord(arch, metrics, cost, reason, baseline, objectives)
+    constraints = {k: float(v) for k, v in (result.get("constraints") or {}).items()}
+    rejected = bool(result.get("rejected"))
+    return TrialRecord(arch, metrics, cost, reason, baseline, objectives, directions, constraints, rejected)
 
 
 class BudgetedGenerator(SearchGenerator):
@@ -398,10 +418,14 @@ def run_ray(settings: SearchSettings, progress: SearchProgress | None = None) ->
                 verbose=0,
             ),
         )
+    _STOPPED.pop(settings.study_name, None)
     try:
-        return tuner.fit()
+        grid = tuner.fit()
     finally:
         _LIVE.pop(settings.study_name, None)
+    if settings.study_name in _STOPPED:
+        raise NothingFeasible(_STOPPED.pop(settings.study_name))
+    return grid
 
 
 def collect_ray(settings: SearchSettings) -> tuple[Any, str, BudgetTracker]:
@@ -416,7 +440,7 @@ def collect_ray(settings: SearchSettings) -> tuple[Any, str, BudgetTracker]:
     for entry in ledger.trials.values():
         end = datetime.fromtimestamp(entry["end"], UTC)
         start = end - timedelta(seconds=entry["attrs"]["cost"]["seconds"])
-        state = "COMPLETE" if entry["values"] else "FAIL"
+        state = "COMPLETE" if entry["values"] else "FAIL"  # INFEASIBLE: trial_row reads the record
         rows.append(trial_row(entry["number"], state, entry["attrs"], entry["values"], start, end))
     objectives = [o.name for o in settings.parsed_objectives]
     return (

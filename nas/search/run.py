@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 from rich.console import Console
 
+from nas.search.constraints import NothingFeasible
 from nas.search.settings import SearchSettings
 
 __all__ = ["SearchOutcome", "run_search"]
@@ -30,6 +31,7 @@ class SearchOutcome:
     trials: pd.DataFrame
     manifest: Path
     interrupted: bool = False
+    stopped: str | None = None  # why the search stopped before its budget ran out (nothing feasible)
     report: Path | None = None  # None when the study has no completed trial to plot yet
     ran: int | None = None  # trials this process ran (Optuna; several workers share one study)
 
@@ -49,6 +51,7 @@ def run_search(settings: SearchSettings, console: Console | None = None) -> Sear
     started = datetime.now(UTC).isoformat(timespec="seconds")
     begin = time.perf_counter()
     interrupted = False
+    stopped = None
     ran = None
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # a stopped job saves its table like Ctrl-C
     progress = SearchProgress(title, objectives, console)
@@ -65,6 +68,9 @@ def run_search(settings: SearchSettings, console: Console | None = None) -> Sear
     except KeyboardInterrupt:
         interrupted = True
         console.print("[yellow]interrupted[/]: the finished trials are kept; continue with --resume")
+    except NothingFeasible as stop:
+        stopped = str(stop)
+        console.print(f"[yellow]stopped[/]: {stopped}", highlight=False)
     finally:
         signal.signal(signal.SIGTERM, previous)
     frame, storage, tracker = _collect(settings)
@@ -87,6 +93,7 @@ def run_search(settings: SearchSettings, console: Console | None = None) -> Sear
             "started": started,
             "seconds": time.perf_counter() - begin,
             "interrupted": interrupted,
+            "stopped": stopped,
         },
     )
     report = None
@@ -94,7 +101,7 @@ def run_search(settings: SearchSettings, console: Console | None = None) -> Sear
         from results.report import write_report
 
         report = write_report(settings.run_dir)
-    return SearchOutcome(settings.run_dir, frame, manifest, interrupted, report, ran)
+    return SearchOutcome(settings.run_dir, frame, manifest, interrupted, stopped, report, ran)
 
 
 def _collect(settings: SearchSettings) -> tuple[pd.DataFrame, str, Any]:

@@ -36,6 +36,7 @@ __all__ = [
 
 BACKENDS = ("optuna", "ray")
 SAMPLERS = ("nsga2", "tpe", "gp", "random")
+_DEVICE = re.compile(r"cpu|cuda(:[0-9]+)?")
 _STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
 
@@ -58,7 +59,9 @@ class SearchSettings:
     dataset: str = "fashion-mnist"
     data_dir: str | None = None
     profile: str = "cpu"
-    objectives: tuple[str, ...] = ("top1:max", "macs:min")
+    objectives: tuple[str, ...] | None = (
+        None  # None: the evaluator's default (top1,macs; complexity: macs,params)
+    )
     sampler: str | None = None  # None: tpe (multivariate, grouped), for one objective or several
     study: str | None = None  # None: "<space>-<evaluator>"
     storage: str | None = None  # None: sqlite:///runs/<study>/study.db
@@ -74,6 +77,12 @@ class SearchSettings:
     cpus_per_trial: float = 1.0
     concurrency: int = 1
     trial_timeout: float | None = None  # seconds; a trial running longer fails
+    max_macs: str | float | None = None  # hard limits (nas.search.constraints): "4.2G", "25M", "12ms"
+    max_params: str | float | None = None
+    max_latency: str | float | None = None
+    at_cost_of: str | None = None  # a baseline's name: its MACs and params are the limits
+    latency_device: str | None = None  # where latency_ms is measured; None: the search's own device
+    latency_batch: int = 1
     evaluator_config: dict[str, Any] = field(default_factory=dict)  # overrides of the evaluator's config
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -117,6 +126,7 @@ class SearchSettings:
                     f"macs-img-size: {self.macs_img_size} px is too small for the {self.space} space, whose "
                     f"networks downsample {smallest}x; use at least {smallest} (default 224)"
                 )
+        self._check_limits(space)
         if self.address is not None and self.backend != "ray":
             raise ValueError("address: --address joins a Ray cluster, so it needs --backend ray")
         if self.backend == "ray" and self.workers != 1:
@@ -139,6 +149,11 @@ class SearchSettings:
             if not ok:
                 wanted = " or ".join(_KIND_NAMES[kind] for kind in kinds)
                 raise ValueError(f"{name.replace('_', '-')}: must be {wanted}, got {value!r}")
+        if self.objectives is None:
+            spec = EVALUATORS.get(self.evaluator) if isinstance(self.evaluator, str) else None
+            object.__setattr__(
+                self, "objectives", spec.default_objectives if spec else ("top1:max", "macs:min")
+            )
         if isinstance(self.objectives, str):  # "top1,macs" as the CLI and config files write it
             parts = tuple(p.strip() for p in self.objectives.split(",") if p.strip())
             object.__setattr__(self, "objectives", parts)
@@ -150,7 +165,47 @@ class SearchSettings:
                 f"got {self.objectives!r}"
             )
 
+    def _check_limits(self, space: Any) -> None:
+        from nas.search.constraints import parse_count, parse_ms
+
+        if self.max_macs is not None:
+            parse_count(self.max_macs, "max-macs")
+        if self.max_params is not None:
+            parse_count(self.max_params, "max-params")
+        if self.max_latency is not None:
+            parse_ms(self.max_latency)
+        if self.at_cost_of is not None and self.at_cost_of not in space.baselines():
+            raise ValueError(
+                f"at-cost-of: the {self.space} space has no baseline {self.at_cost_of!r}; "
+                f"allowed: {', '.join(space.baselines())}"
+            )
+        if self.latency_batch < 1:
+            raise ValueError(f"latency-batch: must be at least 1, got {self.latency_batch}")
+        if self.latency_device is not None and not _DEVICE.fullmatch(self.latency_device):
+            raise ValueError(
+                f"latency-device: {self.latency_device!r} is not a device; use cpu, cuda or cuda:N"
+            )
+
     # -------------------------------------------------------------------------------------- derived
+
+    @functools.cached_property
+    def limits(self) -> Any:
+        """The resolved :class:`~nas.search.constraints.Limits` (a baseline's cost counted once)."""
+        from nas.search.constraints import parse_count, parse_ms, resolve_limits
+
+        return resolve_limits(
+            self.space,
+            max_macs=None if self.max_macs is None else parse_count(self.max_macs, "max-macs"),
+            max_params=None if self.max_params is None else parse_count(self.max_params, "max-params"),
+            max_latency=None if self.max_latency is None else parse_ms(self.max_latency),
+            at_cost_of=self.at_cost_of,
+            img_size=self.macs_img_size or 224,
+        )
+
+    @property
+    def measures_latency(self) -> bool:
+        """Whether trials measure ``latency_ms`` (an objective, or a limit, asks for it)."""
+        return self.max_latency is not None or any(o.name == "latency_ms" for o in self.parsed_objectives)
 
     @property
     def study_name(self) -> str:
@@ -231,6 +286,12 @@ _FIELD_TYPES: dict[str, tuple[Any, ...]] = {
     "cpus_per_trial": (_NUMBER,),
     "concurrency": (int,),
     "trial_timeout": (_NUMBER, _OPTIONAL),
+    "max_macs": (str, _NUMBER, _OPTIONAL),
+    "max_params": (str, _NUMBER, _OPTIONAL),
+    "max_latency": (str, _NUMBER, _OPTIONAL),
+    "at_cost_of": (str, _OPTIONAL),
+    "latency_device": (str, _OPTIONAL),
+    "latency_batch": (int,),
     "evaluator_config": (dict,),
 }
 

@@ -11,6 +11,11 @@ supernet), one per worker process on both engines. :meth:`TrialRunner.prepare` b
 trial's clock starts and returns the cost of the set-up work an evaluator declares (a one-shot supernet's
 training, :mod:`evaluators.registry`), which the driver charges once as overhead.
 
+Limits (:mod:`nas.search.constraints`): after sampling, the architecture's MACs, params and (when asked for)
+latency are measured before anything is built; a sample over a limit is *rejected*: not evaluated, charged
+its check's seconds as overhead, recorded with its constraint values. Baselines are evaluated whatever their
+cost (they are the study's references), and recorded as infeasible when over a limit.
+
 Cost: wall seconds times the devices held (:meth:`TrialRunner.cost`, the one charge formula). A trial's
 seconds run from before its sampling (the sampler's suggestions are part of what a trial costs) to the end
 of its evaluation, failed or not. An interrupted trial (Ctrl-C, SIGTERM) is charged as overhead: it spends
@@ -27,6 +32,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from nas.arch import Arch
@@ -52,6 +58,13 @@ class TrialRecord:
     reason: str | None = None
     baseline: str = ""
     objectives: tuple[str, ...] = field(default=(), repr=False)
+    directions: tuple[str, ...] = field(default=(), repr=False)
+    constraints: dict[str, float] = field(default_factory=dict)  # limit -> value / limit - 1 (<= 0: met)
+    rejected: bool = False  # over a limit, so never evaluated
+
+    @property
+    def feasible(self) -> bool:
+        return all(v <= 0 for v in self.constraints.values())
 
     @property
     def ok(self) -> bool:
@@ -63,8 +76,18 @@ class TrialRecord:
 
     @property
     def values(self) -> list[float] | None:
-        """The objective values in declared order (None for a failed trial)."""
-        return [float(self.metrics[n]) for n in self.objectives] if self.ok else None
+        """The objective values in declared order (None for a failed trial). A rejected sample's values are
+        those it has (its cost) and the worst possible for the rest (no accuracy was measured): what the
+        engines are told, with the constraint values that mark it infeasible to the sampler."""
+        if not self.ok:
+            return None
+        worst = {"maximize": -math.inf, "minimize": math.inf}
+        return [
+            float(self.metrics[n]) if n in self.metrics else worst[d]
+            for n, d in zip(
+                self.objectives, self.directions or ("minimize",) * len(self.objectives), strict=True
+            )
+        ]
 
     def attrs(self) -> dict[str, Any]:
         """The records both engines store with a trial, and the trials table reads."""
@@ -75,6 +98,9 @@ class TrialRecord:
             "metrics": self.metrics,
             "cost": self.cost.to_dict(),
             "fail_reason": self.reason or "",
+            "constraints": self.constraints,
+            "feasible": self.feasible,
+            "rejected": self.rejected,
         }
 
 
@@ -101,6 +127,10 @@ class TrialRunner:
         self.spec = settings.evaluator_spec
         self.config = settings.evaluator_config_used()
         self.objectives = tuple(o.name for o in settings.parsed_objectives)
+        self.directions = tuple(o.direction for o in settings.parsed_objectives)
+        self.limits = settings.limits
+        self._latency: Any = None
+        self._measured: tuple[str, dict[str, Any]] = ("", {})  # the last architecture measured
         self.baselines = self.space.baseline_names()
         self.id = uuid.uuid4().hex[:8]  # trials record which runner (so which worker's state) scored them
         self._device = device
@@ -171,18 +201,43 @@ class TrialRunner:
             return None
         return self.cost(time.perf_counter() - start, label=f"{self.spec.name} set-up", overhead=True)
 
-    def evaluate(self, arch: Arch, report: Report | None = None) -> dict[str, Any]:
-        """Every metric of ``arch``: ``params`` and ``macs`` at the target resolution and the evaluator's
-        own; exceptions (a diverged run, a bad architecture) propagate."""
+    @property
+    def latency_table(self) -> Any:
+        """The latency table of ``--latency-device`` (default: this worker's device), at ``--latency-batch``,
+        kept under ``<runs>/latency/`` and shared by every search that measures on that device."""
+        if self._latency is None:
+            from evaluators.latency import LatencyTable
+
+            self._latency = LatencyTable(
+                self.settings.latency_device or self.device,
+                batch=self.settings.latency_batch,
+                root=Path(self.settings.runs_dir) / "latency",
+            )
+        return self._latency
+
+    def measure(self, arch: Arch) -> dict[str, Any]:
+        """What ``arch`` costs, before anything is built: ``params`` and ``macs`` at the target resolution
+        and, when the search asks for it, ``latency_ms`` there, on the latency device."""
         from evaluators.complexity import count
 
-        self.prepare()
         img_size = self.settings.macs_img_size or TARGET_IMG_SIZE
         cost = count(arch, img_size=img_size, in_chans=3, num_classes=1000)
+        metrics: dict[str, Any] = {"params": cost.params, "macs": cost.macs, "macs_img_size": img_size}
+        if self.settings.measures_latency:
+            table = self.latency_table
+            metrics["latency_ms"] = table.predict(arch, img_size=img_size, in_chans=3, num_classes=1000)
+            metrics["latency_device"] = table.device_id
+            metrics["latency_batch"] = self.settings.latency_batch
+        self._measured = (arch.key, metrics)
+        return metrics
+
+    def evaluate(self, arch: Arch, report: Report | None = None) -> dict[str, Any]:
+        """Every metric of ``arch``: what :meth:`measure` gives (taken once: the check before it measured
+        it) and the evaluator's own; exceptions (a diverged run, a bad architecture) propagate."""
+        self.prepare()
+        key, measured = self._measured
         metrics: dict[str, Any] = {
-            "params": cost.params,
-            "macs": cost.macs,
-            "macs_img_size": img_size,
+            **(measured if key == arch.key else self.measure(arch)),
             "host": socket.gethostname(),  # where it ran
             "node": _ray_node(),  # and on which node of a Ray cluster ('' outside Ray)
             "pid": os.getpid(),  # in which worker process
@@ -214,14 +269,22 @@ def run_trial(
     start = time.perf_counter()
     arch: Arch | None = None
     metrics: dict[str, Any] = {}
+    constraints: dict[str, float] = {}
+    rejected = False
     reason = None
     try:
         arch = sample()
         if on_arch is not None:
             on_arch(arch)
         with deadline(runner.settings.trial_timeout):
-            metrics = _jsonable(runner.evaluate(arch, report))
-        _check_produced(runner, metrics)
+            measured = runner.measure(arch) if runner.limits or runner.settings.measures_latency else None
+            constraints = runner.limits.violations(measured) if runner.limits else {}
+            rejected = any(v > 0 for v in constraints.values()) and arch.key not in runner.baselines
+            if rejected:
+                metrics = _jsonable({**measured, "host": socket.gethostname(), "pid": os.getpid()})
+            else:
+                metrics = _jsonable(runner.evaluate(arch, report))
+                _check_produced(runner, metrics)
     except KeyboardInterrupt as err:
         reason = failure_reason(err)
     except Exception as err:  # the search goes on; the reason is kept in the trials table
@@ -229,14 +292,18 @@ def run_trial(
     if reason is not None:
         release_memory()  # after the except block: the exception no longer holds the trial's frames
     interrupted = reason is not None and reason.startswith("interrupted:")
-    label = f"{'interrupted ' if interrupted else ''}trial {number}"
+    rejected = rejected and reason is None
+    label = f"{'interrupted ' if interrupted else 'rejected ' if rejected else ''}trial {number}"
     return TrialRecord(
         arch,
         metrics,
-        runner.cost(time.perf_counter() - start, label=label, overhead=interrupted),
+        runner.cost(time.perf_counter() - start, label=label, overhead=interrupted or rejected),
         reason,
         runner.baselines.get(arch.key, "") if arch is not None else "",
         runner.objectives,
+        runner.directions,
+        constraints,
+        rejected,
     )
 
 
