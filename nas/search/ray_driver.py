@@ -45,10 +45,18 @@ _STOPPED: dict[str, str] = {}  # by study: why the searcher stopped before the b
 
 
 def _settings_dict(settings: SearchSettings) -> dict[str, Any]:
+    """The settings as the workers get them: folders made absolute, since Tune runs each function trial in a
+    working directory of its own (a relative ``runs`` would put weights and latency tables there)."""
     import dataclasses
 
     out = dataclasses.asdict(settings)
     out.pop("extra")
+    for name in ("runs_dir", "data_dir"):
+        if out[name] is not None:
+            out[name] = str(Path(out[name]).expanduser().resolve())
+    kind, _, folder = out["dataset"].partition(":")
+    if kind == "imagefolder" and folder:
+        out["dataset"] = f"imagefolder:{Path(folder).expanduser().resolve()}"
     return out
 
 
