@@ -116,3 +116,14 @@ def test_the_ray_searcher_tells_its_optuna_sampler_the_constraint_values(tmp_pat
     searcher.on_trial_complete("t1", result)
     (told,) = searcher.inner._ot_study.trials
     assert told.constraints == {"macs": 0.5}
+
+
+def test_ray_workers_get_absolute_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tune runs each function trial in a working directory of its own: a relative runs/ would be there."""
+    from nas.search.ray_driver import _settings_dict
+
+    monkeypatch.chdir(tmp_path)
+    settings = cheap_settings("runs", data_dir="data", dataset="imagefolder:images")
+    sent = _settings_dict(settings)
+    assert sent["runs_dir"] == str(tmp_path / "runs") and sent["data_dir"] == str(tmp_path / "data")
+    assert sent["dataset"] == f"imagefolder:{tmp_path / 'images'}"
