@@ -163,3 +163,13 @@ def test_the_report_draws_the_limit_counts_the_rejected_and_keeps_the_front_feas
     html = (outcome.run_dir / "report.html").read_text()
     assert "macs &lt;= 65M" in html and f"{rejected} ({rejected} over the macs limit)" in html
     assert not math.isnan(analysis["hypervolume"][-1])
+
+
+@pytest.mark.parametrize("sampler", ["nsga2", "random"])
+def test_every_sampler_gets_the_constraint_values(tmp_path: Path, sampler: str) -> None:
+    settings = cheap_settings(tmp_path, max_macs=LIMIT, budget="10trials", sampler=sampler, baselines=False)
+    table = run_search(settings).trials.set_index("number")
+    study = optuna.load_study(study_name="t", storage=open_storage(settings)[0])
+    for trial in study.trials:
+        assert trial.constraints == {"macs": pytest.approx(table.loc[trial.number, "macs"] / LIMIT - 1)}
+    assert {t.number for t in study.best_trials} <= set(table.index[table["feasible"]])
