@@ -173,3 +173,26 @@ def test_every_sampler_gets_the_constraint_values(tmp_path: Path, sampler: str) 
     for trial in study.trials:
         assert trial.constraints == {"macs": pytest.approx(table.loc[trial.number, "macs"] / LIMIT - 1)}
     assert {t.number for t in study.best_trials} <= set(table.index[table["feasible"]])
+
+
+def test_latency_is_an_objective_and_a_limit_from_a_table_searches_share(tmp_path: Path) -> None:
+    """Latency at the search's size (32 px here) from the device's table under <runs>/latency/: a second
+    search over the same architectures measures nothing, and a limit on it rejects as MACs limits do."""
+    settings = {"objectives": ("latency_ms", "macs"), "budget": "4trials", "baselines": False}
+    first = run_search(cheap_settings(tmp_path, study="a", **settings)).trials
+    assert (first["state"] == "COMPLETE").all() and (first["latency_ms"] > 0).all()
+    assert first["latency_device"].nunique() == 1 and (first["latency_batch"] == 1).all()
+    (table,) = (tmp_path / "latency").glob("*.json")
+    assert table.stem == first["latency_device"][0]
+    measured = table.read_bytes()
+    again = run_search(cheap_settings(tmp_path, study="b", **settings)).trials  # same seed: same networks
+    assert table.read_bytes() == measured  # nothing measured again
+    assert list(again["latency_ms"]) == list(first["latency_ms"])
+
+    limit = float(first["latency_ms"].median())
+    limited = run_search(cheap_settings(tmp_path, study="c", max_latency=limit, **settings)).trials
+    done = limited[limited["state"] == "COMPLETE"]
+    assert len(done) == 4 and (done["latency_ms"] <= limit).all()
+    rejected = limited[limited["state"] == "INFEASIBLE"]
+    assert (rejected["latency_ms"] > limit).all()
+    assert (limited["constraint_latency_ms"] == limited["latency_ms"] / limit - 1).all()
