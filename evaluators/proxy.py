@@ -13,6 +13,13 @@ CPU in fp32. With the same seed, data and thread count a CPU run is bit-for-bit 
 initial weights, the data order, augmentation and drop-path. :class:`ProxyEvaluator` binds profile, data and
 settings so that a driver calls ``evaluate(arch, report=...)`` as the design's evaluator contract asks.
 Nothing here knows about Optuna or Ray.
+
+A fidelity ladder (:mod:`nas.search.fidelity`) trains in spans: ``train_proxy(..., fidelity=Fidelity(...))``
+trains up to ``fidelity.images`` images in all on a schedule that spans ``fidelity.top_images``, continuing
+from the checkpoint of the rung below when it names one, and saves its own checkpoint (weights, optimizer,
+grad scaler, random state, and the position in the data stream: the seeded passes over the profile's
+``train_samples``). A run continued rung by rung is the same training as one run to the top: on the CPU,
+bit for bit. Checkpoints are read with ``torch.load(weights_only=True)``: tensors and numbers, never code.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,11 +42,12 @@ from evaluators.amp import amp_dtype, autocast, grad_scaler
 from evaluators.complexity import pick_device
 from evaluators.data import DataSplit, loaders
 from nas.arch import Arch
+from nas.atomic import replaced
 from nas.create import save_model, weights_name
 from nas.model import build_model
 from search_spaces.base import ProxyProfile
 
-__all__ = ["ProxyEvaluator", "TrainConfig", "TrainingDiverged", "train_proxy"]
+__all__ = ["Fidelity", "ProxyEvaluator", "TrainConfig", "TrainingDiverged", "train_proxy"]
 
 Report = Callable[[int, dict[str, float]], None]
 
@@ -74,6 +82,22 @@ class TrainConfig:
     grad_clip: float | None = None
     eval_every: int = 1  # validate (and report) every n epochs and after the last; n > epochs: the last only
     opt_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Fidelity:
+    """One span of a laddered training: up to ``images`` images in all (rounded up to whole batches), on a
+    schedule spanning ``top_images``, from the checkpoint ``resume`` (None: from scratch), its own state
+    saved to ``save``."""
+
+    images: int
+    top_images: int
+    save: Path
+    resume: Path | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 < self.images <= self.top_images:
+            raise ValueError(f"fidelity: {self.images} images is not within 1..{self.top_images}")
 
 
 def forked_rng(device: torch.device) -> contextlib.AbstractContextManager[Any]:
@@ -115,8 +139,10 @@ def train_proxy(
     device: torch.device | str | None = None,
     num_workers: int = 0,
     weights_dir: str | Path | None = None,
+    fidelity: Fidelity | None = None,
 ) -> dict[str, Any]:
-    """Train ``profile.apply(arch)`` from scratch; return the final validation metrics and the cost.
+    """Train ``profile.apply(arch)`` from scratch (with ``fidelity``: one span of a ladder, the module
+    docstring says how); return the final validation metrics and the cost.
 
     With ``weights_dir`` the trained network is kept there as a model file (:func:`nas.create.save_model`)
     named by :func:`nas.create.weights_name` of ``arch``, and ``weights`` in the result names it.
@@ -148,7 +174,11 @@ def train_proxy(
         )
         if len(train_batches) == 0:
             raise ValueError(f"{len(data.train)} training samples make no full batch of {profile.batch_size}")
-        out = _Trainer(model, proxy, profile.epochs, config, dev, report).run(train_batches, val_batches)
+        trainer = _Trainer(model, proxy, profile.epochs, config, dev, report)
+        if fidelity is None:
+            out = trainer.run(train_batches, val_batches)
+        else:
+            out = trainer.run_span(train_batches, val_batches, fidelity, profile.batch_size, seed)
     if weights_dir is not None:
         name = weights_name(arch)
         save_model(model, Path(weights_dir) / name, searched_arch=arch.key, top1=out["top1"], seed=seed)
@@ -196,7 +226,7 @@ class _Trainer:
         metrics: dict[str, float] = {}
         for epoch in range(1, self.epochs + 1):
             start = time.perf_counter()
-            train_loss, seen = self._train_epoch(train_batches, epoch, scheduler, steps)
+            train_loss, seen = self._train_epoch(train_batches, epoch, scheduler, (epoch - 1) * steps)
             train_seconds += self._elapsed(start)
             images += seen
             if epoch % self.config.eval_every and epoch != self.epochs:
@@ -219,14 +249,103 @@ class _Trainer:
             "arch": self.arch.key,
         }
 
+    def run_span(
+        self, train_batches: Any, val_batches: Iterable[Any], fidelity: Fidelity, batch_size: int, seed: int
+    ) -> dict[str, Any]:
+        """Train from the checkpoint ``fidelity.resume`` (or from scratch) to ``fidelity.images``, save the
+        state to ``fidelity.save``, validate once."""
+        per_pass = len(train_batches)
+        end, total = math.ceil(fidelity.images / batch_size), math.ceil(fidelity.top_images / batch_size)
+        start, stream_state = 0, None
+        if fidelity.resume is not None:
+            start, stream_state = self._load(fidelity.resume, total, seed)
+        if start > end:
+            raise ValueError(f"checkpoint {fidelity.resume} is past {fidelity.images} images already")
+        scheduler, _ = create_scheduler_v2(
+            self.optimizer,
+            sched=self.config.sched,
+            num_epochs=total,  # in updates: the schedule spans the top rung
+            warmup_epochs=self.config.warmup_epochs * per_pass,
+            warmup_lr=self.config.warmup_lr,
+            min_lr=self.config.min_lr,
+            step_on_epochs=False,
+            updates_per_epoch=1,
+        )
+        if start:  # the scheduler set its warmup rate on creation: the rate after update `start` it is
+            scheduler.step_update(num_updates=start)
+        stream = _Stream(train_batches, start, end, stream_state)
+        began = time.perf_counter()
+        train_loss, seen = self._train_epoch(stream, math.ceil(end / per_pass), scheduler, start)
+        train_seconds = self._elapsed(began)
+        self._save(fidelity.save, end, total, seed, stream.state)
+        began = time.perf_counter()
+        metrics = self._evaluate(val_batches, math.ceil(end / per_pass))
+        eval_seconds = self._elapsed(began)
+        metrics["train_loss"] = train_loss
+        if self.report is not None:
+            self.report(math.ceil(end / per_pass), dict(metrics))
+        return {
+            **metrics,
+            "train_seconds": train_seconds,
+            "eval_seconds": eval_seconds,
+            "images_per_second": seen / train_seconds if train_seconds > 0 else math.nan,
+            "epochs": end / per_pass,
+            "images": end * batch_size,
+            "resumed_images": start * batch_size,
+            "params": sum(p.numel() for p in self.model.parameters()),
+            "device": str(self.device),
+            "amp": str(self.amp_dtype).removeprefix("torch.") if self.amp_dtype else "fp32",
+            "arch": self.arch.key,
+        }
+
+    def _save(self, path: Path, step: int, total: int, seed: int, stream_state: torch.Tensor) -> None:
+        state = {
+            "arch": self.arch.key,
+            "seed": seed,
+            "step": step,
+            "total_steps": total,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+            "stream": stream_state,
+            "rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None,
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with replaced(path) as tmp:
+            torch.save(state, tmp)
+
+    def _load(self, path: Path, total: int, seed: int) -> tuple[int, torch.Tensor]:
+        """Restore the state saved at ``path``; (steps done, stream state). A checkpoint of another network,
+        seed or schedule is refused in one sentence."""
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except FileNotFoundError:
+            raise ValueError(f"checkpoint {path} is missing: the rung below must be trained first") from None
+        except Exception as err:
+            raise ValueError(f"checkpoint {path} cannot be read ({err})") from None
+        mine = {"arch": self.arch.key, "seed": seed, "total_steps": total}
+        theirs = {k: state.get(k) for k in mine}
+        if theirs != mine:
+            raise ValueError(f"checkpoint {path} is of {theirs}, not of {mine}")
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.scaler is not None and state["scaler"] is not None:
+            self.scaler.load_state_dict(state["scaler"])
+        torch.set_rng_state(state["rng"])
+        if self.device.type == "cuda" and state["cuda_rng"] is not None:
+            torch.cuda.set_rng_state(state["cuda_rng"], self.device)
+        return int(state["step"]), state["stream"]
+
     def _elapsed(self, start: float) -> float:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)  # kernels are asynchronous: count them in the phase they ran
         return time.perf_counter() - start
 
     def _train_epoch(
-        self, batches: Iterable[Any], epoch: int, scheduler: Any, steps: int
+        self, batches: Iterable[Any], epoch: int, scheduler: Any, updates_before: int
     ) -> tuple[float, int]:
+        """Train on ``batches``; the schedule's update count starts after ``updates_before``."""
         self.model.train()
         total, seen = 0.0, 0
         for step, (x, y) in enumerate(batches, start=1):
@@ -237,7 +356,7 @@ class _Trainer:
             if not math.isfinite(value):
                 raise TrainingDiverged(epoch, step, value, self.arch.key)
             self._step(loss)
-            scheduler.step_update(num_updates=(epoch - 1) * steps + step)
+            scheduler.step_update(num_updates=updates_before + step)
             total += value * len(y)
             seen += len(y)
         return total / max(seen, 1), seen
@@ -278,6 +397,35 @@ class _Trainer:
         return {"top1": 100.0 * correct / total, "loss": loss}
 
 
+class _Stream:
+    """Batches ``start`` (0-based, a count of batches) up to ``end`` of the endless stream of seeded passes
+    over ``batches`` (a :class:`~evaluators.data.TensorBatches` or a DataLoader, both drawing from
+    ``batches.generator``). ``state`` is the generator's state at the start of the pass ``start`` falls in;
+    after iterating, ``self.state`` is the same for ``end``: what continuing needs."""
+
+    def __init__(self, batches: Any, start: int, end: int, state: torch.Tensor | None = None) -> None:
+        self.batches, self.start, self.end = batches, start, end
+        if state is not None:
+            batches.generator.set_state(state)
+        self.state: torch.Tensor = batches.generator.get_state()
+
+    def __iter__(self) -> Iterator[Any]:
+        per_pass = len(self.batches)
+        position, skip = self.start, self.start % per_pass
+        while position < self.end:
+            self.state = self.batches.generator.get_state()  # the pass starts: its permutation is next
+            for batch in self.batches:
+                if skip:  # drawn all the same: augmentation draws from the generator batch by batch
+                    skip -= 1
+                    continue
+                yield batch
+                position += 1
+                if position == self.end:
+                    break
+        if position % per_pass == 0:  # the pass is complete: the next starts from the generator as it is
+            self.state = self.batches.generator.get_state()
+
+
 class ProxyEvaluator:
     """``evaluate(arch, report=...)`` with the profile, data, seed and settings fixed: what a driver calls."""
 
@@ -297,7 +445,9 @@ class ProxyEvaluator:
         self.device, self.num_workers = device, num_workers
         self.weights_dir = weights_dir  # keep each trained network there (nas export reads them)
 
-    def evaluate(self, arch: Arch, report: Report | None = None) -> dict[str, Any]:
+    def evaluate(
+        self, arch: Arch, report: Report | None = None, fidelity: Fidelity | None = None
+    ) -> dict[str, Any]:
         return train_proxy(
             arch,
             self.profile,
@@ -308,4 +458,5 @@ class ProxyEvaluator:
             device=self.device,
             num_workers=self.num_workers,
             weights_dir=self.weights_dir,
+            fidelity=fidelity,
         )

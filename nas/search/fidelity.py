@@ -1,0 +1,196 @@
+"""The fidelity ladder and its promotion rule: asynchronous successive halving over several objectives.
+
+ASHA (Li et al. 2020) trains many configurations briefly and promotes the promising ones to longer training,
+without waiting for a rung to fill: whenever a worker is free, it promotes a trial if one qualifies, else it
+starts a new one at the bottom. The rule here is ASHA's, with "promising" defined for a Pareto search:
+
+- **Rungs.** Rung ``r`` (0-based) trains a network on ``min_images * eta**r`` images in all (the images of
+  every rung below included: a promoted trial continues from its own checkpoint). The top rung is
+  ``rungs - 1``. The learning-rate schedule spans the top rung, so that continuing a trial is the same
+  training as running it to the top in one go.
+- **Order at a rung.** The trials that completed rung ``r`` are ordered by non-dominated sorting of their
+  objectives at that rung (top-1 reached there, and the costs: MACs, params, latency, which do not change
+  with the rung), front by front; within a front by crowding distance, largest first (the extremes of a
+  front are infinitely far, so they come first); remaining ties by trial number, oldest first.
+- **Promotion.** With ``n`` trials completed at rung ``r``, the first ``n // eta`` of that order qualify for
+  rung ``r + 1``. A free worker promotes the best-placed qualified trial that has not been promoted yet,
+  looking at the highest rung first (finishing trials is worth more than starting them); if none qualifies
+  anywhere, it starts a new trial. A trial that failed at a rung, or was promoted already (its next rung is
+  running, done or failed), is never promoted from that rung again.
+
+Everything here is plain data: :func:`next_promotion` gets the rung results the driver read from its
+engine's records (Optuna's trials, or the trials Ray Tune reported), so both engines share one rule.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "FIDELITIES",
+    "Ladder",
+    "Promotion",
+    "RungResult",
+    "crowding_distances",
+    "next_promotion",
+    "nondominated_fronts",
+    "rung_order",
+]
+
+FIDELITIES = ("single", "ladder")
+
+
+@dataclass(frozen=True)
+class Ladder:
+    """``rungs`` rungs of training, rung ``r`` seeing ``min_images * eta**r`` images in all."""
+
+    eta: int = 3
+    rungs: int = 3
+    min_images: int = 1000
+
+    def __post_init__(self) -> None:
+        if isinstance(self.eta, bool) or not isinstance(self.eta, int) or self.eta < 2:
+            raise ValueError(f"eta: must be a whole number of at least 2, got {self.eta!r}")
+        if isinstance(self.rungs, bool) or not isinstance(self.rungs, int) or self.rungs < 2:
+            raise ValueError(f"rungs: must be a whole number of at least 2, got {self.rungs!r}")
+        if isinstance(self.min_images, bool) or not isinstance(self.min_images, int) or self.min_images < 1:
+            raise ValueError(f"min-fidelity: must be a whole number of images >= 1, got {self.min_images!r}")
+
+    @property
+    def top(self) -> int:
+        return self.rungs - 1
+
+    def images(self, rung: int) -> int:
+        """Images a trial has trained on when it completes ``rung``."""
+        if not 0 <= rung < self.rungs:
+            raise ValueError(f"rung {rung} is not a rung of a {self.rungs}-rung ladder")
+        return self.min_images * self.eta**rung
+
+    @property
+    def cost_per_trial(self) -> float:
+        """Expected training per new trial, in rung-0 units: rung ``r`` adds ``eta**r - eta**(r-1)`` units
+        for the ``1 / eta**r`` of trials that reach it (so ``1 + (rungs - 1) * (1 - 1 / eta)``)."""
+        return 1 + sum((self.eta**r - self.eta ** (r - 1)) / self.eta**r for r in range(1, self.rungs))
+
+    def to_dict(self) -> dict[str, int]:
+        return {"eta": self.eta, "rungs": self.rungs, "min_images": self.min_images}
+
+
+@dataclass(frozen=True)
+class RungResult:
+    """One trial's outcome at one rung: ``lineage`` names the trial across its rungs (on Optuna, the number
+    of its rung-0 trial); ``values`` are its objective values there (None: it failed at that rung)."""
+
+    lineage: int
+    rung: int
+    values: tuple[float, ...] | None
+
+
+@dataclass(frozen=True)
+class Promotion:
+    """Continue ``lineage`` from its checkpoint of rung ``rung - 1`` up to ``rung``."""
+
+    lineage: int
+    rung: int
+
+
+def _dominates(a: Sequence[float], b: Sequence[float], signs: Sequence[int]) -> bool:
+    """``a`` is at least as good as ``b`` everywhere and better somewhere (sign +1: larger is better)."""
+    better = False
+    for x, y, s in zip(a, b, signs, strict=True):
+        if s * x < s * y:
+            return False
+        better = better or s * x > s * y
+    return better
+
+
+def _signs(directions: Sequence[str]) -> tuple[int, ...]:
+    signs = []
+    for d in directions:
+        if d not in ("maximize", "minimize"):
+            raise ValueError(f"direction: {d!r} is not maximize or minimize")
+        signs.append(1 if d == "maximize" else -1)
+    return tuple(signs)
+
+
+def nondominated_fronts(points: Sequence[Sequence[float]], directions: Sequence[str]) -> list[list[int]]:
+    """Indices of ``points`` by front: the first front is dominated by no point, the next only by the
+    first, and so on (NSGA-II's fast non-dominated sort)."""
+    signs = _signs(directions)
+    n = len(points)
+    dominated_by = [0] * n
+    dominates: list[list[int]] = [[] for _ in range(n)]
+    for i in range(n):
+        for j in range(i + 1, n):
+            if _dominates(points[i], points[j], signs):
+                dominates[i].append(j)
+                dominated_by[j] += 1
+            elif _dominates(points[j], points[i], signs):
+                dominates[j].append(i)
+                dominated_by[i] += 1
+    fronts, current = [], [i for i in range(n) if dominated_by[i] == 0]
+    while current:
+        fronts.append(current)
+        following = []
+        for i in current:
+            for j in dominates[i]:
+                dominated_by[j] -= 1
+                if dominated_by[j] == 0:
+                    following.append(j)
+        current = sorted(following)
+    return fronts
+
+
+def crowding_distances(points: Sequence[Sequence[float]]) -> list[float]:
+    """NSGA-II's crowding distance of each point within its front: per objective, the gap between its
+    neighbours in that objective over the front's range, summed; the extremes get infinity."""
+    n = len(points)
+    if n <= 2:
+        return [math.inf] * n
+    distance = [0.0] * n
+    for m in range(len(points[0])):
+        order = sorted(range(n), key=lambda i: points[i][m])
+        low, high = points[order[0]][m], points[order[-1]][m]
+        distance[order[0]] = distance[order[-1]] = math.inf
+        if high == low:
+            continue
+        for k in range(1, n - 1):
+            distance[order[k]] += (points[order[k + 1]][m] - points[order[k - 1]][m]) / (high - low)
+    return distance
+
+
+def rung_order(results: Sequence[RungResult], directions: Sequence[str]) -> list[RungResult]:
+    """``results`` (completed ones, all at one rung) best first: by front, then crowding distance
+    (largest first), then lineage (oldest first)."""
+    points = [r.values for r in results]
+    if any(p is None for p in points):
+        raise ValueError("rung_order orders completed results only")
+    ordered: list[RungResult] = []
+    for front in nondominated_fronts(points, directions):  # type: ignore[arg-type]
+        crowding = crowding_distances([points[i] for i in front])  # type: ignore[misc]
+        place = sorted(range(len(front)), key=lambda k: (-crowding[k], results[front[k]].lineage))
+        ordered.extend(results[front[k]] for k in place)
+    return ordered
+
+
+def next_promotion(
+    results: Iterable[RungResult], ladder: Ladder, directions: Sequence[str]
+) -> Promotion | None:
+    """The promotion a free worker should run now, or None (start a new trial): the module docstring's
+    rule. ``results`` holds every rung outcome known, completed or failed, and the promotions under way as
+    results with ``values`` None at their rung (so that no other worker promotes them again)."""
+    by_rung: dict[int, list[RungResult]] = {}
+    taken: set[tuple[int, int]] = set()  # (lineage, rung) already run, running or failed
+    for result in results:
+        taken.add((result.lineage, result.rung))
+        if result.values is not None:
+            by_rung.setdefault(result.rung, []).append(result)
+    for rung in range(ladder.top - 1, -1, -1):
+        done = by_rung.get(rung, [])
+        qualified = rung_order(done, directions)[: len(done) // ladder.eta]
+        for result in qualified:
+            if (result.lineage, rung + 1) not in taken:
+                return Promotion(result.lineage, rung + 1)
+    return None

@@ -1,0 +1,164 @@
+"""The ladder's promotion rule on hand-made fronts: non-dominated sorting, crowding distance, the top 1/eta
+of each rung, highest rung first, and no trial promoted twice."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+import pytest
+
+from nas.search.fidelity import (
+    Ladder,
+    Promotion,
+    RungResult,
+    crowding_distances,
+    next_promotion,
+    nondominated_fronts,
+    rung_order,
+)
+
+TOP1_MACS = ("maximize", "minimize")
+TOP1_MACS_LATENCY = ("maximize", "minimize", "minimize")
+
+
+def _results(rung: int, points: list[tuple[float, ...]], first: int = 0) -> list[RungResult]:
+    return [RungResult(first + i, rung, p) for i, p in enumerate(points)]
+
+
+# --- sorting --------------------------------------------------------------------------------------
+
+
+def _brute_force_fronts(points, directions):
+    """Fronts by definition: peel off the points no remaining point dominates."""
+    signs = [1 if d == "maximize" else -1 for d in directions]
+
+    def dominates(a, b):
+        return all(s * x >= s * y for x, y, s in zip(a, b, signs, strict=True)) and any(
+            s * x > s * y for x, y, s in zip(a, b, signs, strict=True)
+        )
+
+    left, fronts = set(range(len(points))), []
+    while left:
+        front = sorted(i for i in left if not any(dominates(points[j], points[i]) for j in left))
+        fronts.append(front)
+        left -= set(front)
+    return fronts
+
+
+@pytest.mark.parametrize("directions", [TOP1_MACS, TOP1_MACS_LATENCY], ids=["2 objectives", "3 objectives"])
+@pytest.mark.parametrize("seed", range(5))
+def test_fronts_match_the_definition_on_random_points(directions, seed) -> None:
+    rng = random.Random(seed)
+    # few distinct values, so that ties and duplicates occur
+    points = [tuple(rng.randint(0, 5) for _ in directions) for _ in range(40)]
+    fronts = nondominated_fronts(points, directions)
+    assert [sorted(f) for f in fronts] == _brute_force_fronts(points, directions)
+
+
+def test_crowding_distance_by_hand() -> None:
+    # a front of four points on two objectives, ranges 6 and 3
+    points = [(0.0, 3.0), (2.0, 2.0), (3.0, 1.0), (6.0, 0.0)]
+    distances = crowding_distances(points)
+    assert distances[0] == distances[3] == math.inf
+    assert distances[1] == pytest.approx((3 - 0) / 6 + (3 - 1) / 3)
+    assert distances[2] == pytest.approx((6 - 2) / 6 + (2 - 0) / 3)
+    assert crowding_distances([(1.0, 1.0), (2.0, 0.0)]) == [math.inf, math.inf]
+
+
+def test_two_objective_order_by_hand() -> None:
+    # (top-1, MACs): A, B, D are the front (D in its middle), C is dominated by A and D, E by everything
+    a, b, c, d, e = (80, 1.0), (70, 0.5), (60, 2.0), (75, 0.8), (50, 3.0)
+    results = _results(0, [a, b, c, d, e])
+    order = [r.lineage for r in rung_order(results, TOP1_MACS)]
+    assert order == [0, 1, 3, 2, 4]  # extremes A and B (infinitely crowded, oldest first), then D, C, E
+
+
+def test_three_objective_order_by_hand() -> None:
+    # (top-1, MACs, latency): P is best on latency only, which keeps it on the front, though A and D
+    # dominate it on the first two objectives; Q is dominated by A on all three
+    a, d, p, q = (80, 1.0, 20.0), (75, 0.8, 30.0), (60, 2.0, 5.0), (70, 1.5, 25.0)
+    results = _results(0, [a, d, p, q])
+    fronts = nondominated_fronts([r.values for r in results], TOP1_MACS_LATENCY)
+    assert [sorted(f) for f in fronts] == [[0, 1, 2], [3]]
+    assert [r.lineage for r in rung_order(results, TOP1_MACS_LATENCY)][-1] == 3
+
+
+# --- promotion ------------------------------------------------------------------------------------
+
+
+def test_the_top_third_qualifies_and_each_trial_is_promoted_once() -> None:
+    ladder = Ladder(eta=3, rungs=3, min_images=100)
+    a, b, c, d, e, f = (80, 1.0), (70, 0.5), (60, 2.0), (75, 0.8), (50, 3.0), (40, 4.0)
+    results = _results(0, [a, b, c, d, e])
+    assert next_promotion(results[:2], ladder, TOP1_MACS) is None  # 2 // 3 = 0 qualify
+    assert next_promotion(results, ladder, TOP1_MACS) == Promotion(0, 1)  # 5 // 3 = 1: A
+    running = [*results, RungResult(0, 1, None)]  # A's promotion under way: nobody else qualifies yet
+    assert next_promotion(running, ladder, TOP1_MACS) is None
+    six = [*running, RungResult(5, 0, f)]  # 6 // 3 = 2 qualify: A (taken) and B
+    assert next_promotion(six, ladder, TOP1_MACS) == Promotion(1, 1)
+
+
+def test_a_failed_promotion_is_not_retried_and_a_failed_trial_never_qualifies() -> None:
+    ladder = Ladder(eta=2, rungs=3, min_images=100)
+    results = [*_results(0, [(80, 1.0), (70, 2.0)]), RungResult(2, 0, None)]  # trial 2 failed
+    assert next_promotion(results, ladder, TOP1_MACS) == Promotion(0, 1)  # 2 completed // 2 = 1
+    failed = [*results, RungResult(0, 1, None)]
+    assert next_promotion(failed, ladder, TOP1_MACS) is None
+
+
+def test_the_highest_rung_is_promoted_first() -> None:
+    ladder = Ladder(eta=3, rungs=3, min_images=100)
+    rung0 = _results(0, [(50 + i, 1.0 + i) for i in range(9)])  # no one dominates: all one front
+    rung1 = [RungResult(r.lineage, 1, (60 + r.lineage, 1.0 + r.lineage)) for r in rung0[:3]]
+    promotion = next_promotion([*rung0, *rung1], ladder, TOP1_MACS)
+    assert promotion is not None and promotion.rung == 2
+    # rung 1's front is 3 points: its extremes (lineages 0 and 2) come first, oldest first
+    assert promotion.lineage == 0
+
+
+def test_nothing_is_promoted_past_the_top_rung() -> None:
+    ladder = Ladder(eta=2, rungs=2, min_images=100)
+    results = [*_results(0, [(80, 1.0), (70, 2.0)]), *_results(1, [(85, 1.0), (75, 2.0)])]
+    results.append(RungResult(0, 1, (85, 1.0)))
+    assert next_promotion([r for r in results if r.lineage == 0 or r.rung == 0], ladder, TOP1_MACS) is None
+
+
+def test_ladder_images_and_expected_cost() -> None:
+    ladder = Ladder(eta=3, rungs=4, min_images=100)
+    assert [ladder.images(r) for r in range(4)] == [100, 300, 900, 2700]
+    # simulate: n trials at rung 0, n/3 continue from 100 to 300 images, n/9 from 300 to 900, ...
+    n = 3**6
+    images = sum(n // 3**r * (ladder.images(r) - (ladder.images(r - 1) if r else 0)) for r in range(4))
+    assert ladder.cost_per_trial == pytest.approx(images / n / 100)
+    with pytest.raises(ValueError, match="eta"):
+        Ladder(eta=1)
+    with pytest.raises(ValueError, match="rung 4"):
+        ladder.images(4)
+
+
+@pytest.mark.parametrize("eta", [2, 3, 4])
+def test_as_results_arrive_each_rungs_top_share_is_promoted(eta: int) -> None:
+    """Asynchronously, one result at a time: a worker never waits (it starts a new trial when nothing
+    qualifies), and once the due promotions have run, every trial among the top n // eta of the n that
+    completed a rung below the top has been promoted."""
+    ladder = Ladder(eta=eta, rungs=3, min_images=10)
+    rng = random.Random(eta)
+    results: list[RungResult] = []
+    lineages = itertools.count()
+
+    def run(step: Promotion | None) -> None:
+        lineage, rung = (next(lineages), 0) if step is None else (step.lineage, step.rung)
+        results.append(RungResult(lineage, rung, (rng.random(), rng.random())))
+
+    for _ in range(200):
+        run(next_promotion(results, ladder, TOP1_MACS))
+    while (step := next_promotion(results, ladder, TOP1_MACS)) is not None:
+        run(step)
+    for rung in range(ladder.top):
+        done = [r for r in results if r.rung == rung]
+        promoted = {r.lineage for r in results if r.rung == rung + 1}
+        top = rung_order(done, TOP1_MACS)[: len(done) // eta]
+        assert {r.lineage for r in top} <= promoted
+        assert len(done) // eta <= len(promoted) < len(done)  # ASHA may promote a few more than n // eta

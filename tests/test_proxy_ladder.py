@@ -1,0 +1,92 @@
+"""Laddered proxy training: a run continued from its checkpoints, rung by rung, is the same training as one
+run to the top (weights, optimizer state, metrics: bit for bit on the CPU), across data passes, with and
+without augmentation; a checkpoint of something else is refused in one sentence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from evaluators.data import DataSplit, load_dataset
+from evaluators.proxy import Fidelity, TrainConfig, train_proxy
+from nas.arch import Arch, Stage, Stem
+from search_spaces.base import ProxyProfile
+
+TINY = Arch(Stem("conv", 16), (Stage("mbconv", "conv", 1, 16), Stage("transformer", "rel", 1, 32)))
+# 512 images a pass, 8 batches: the rungs below stop mid-pass (3 batches), in the second pass (9) and at
+# the end of the second pass (16)
+PROFILE = ProxyProfile("tiny", img_size=32, epochs=1, batch_size=64, train_samples=512, val_samples=256)
+RUNGS = (192, 576, 1024)
+
+
+@pytest.fixture(scope="module")
+def fashion() -> DataSplit:
+    return load_dataset("fashion-mnist", img_size=32, train_samples=1000, val_size=256, seed=0)
+
+
+def _state(path: Path) -> dict:
+    return torch.load(path, weights_only=True)
+
+
+def _same_tensors(a, b) -> bool:
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same_tensors(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same_tensors(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+@pytest.mark.parametrize("augment", [False, True], ids=["plain", "augmented"])
+def test_continuing_rung_by_rung_equals_one_run_to_the_top(
+    fashion: DataSplit, tmp_path: Path, augment: bool
+) -> None:
+    config = TrainConfig(augment=augment, drop_path_rate=0.1)  # drop-path draws from torch's generator too
+    top = RUNGS[-1]
+    direct = train_proxy(
+        TINY, PROFILE, fashion, seed=3, config=config, fidelity=Fidelity(top, top, tmp_path / "direct.pt")
+    )
+    resume = None
+    for rung, images in enumerate(RUNGS):
+        save = tmp_path / f"rung{rung}.pt"
+        laddered = train_proxy(
+            TINY, PROFILE, fashion, seed=3, config=config, fidelity=Fidelity(images, top, save, resume)
+        )
+        assert laddered["images"] == images and laddered["resumed_images"] == (RUNGS[rung - 1] if rung else 0)
+        resume = save
+    assert (laddered["top1"], laddered["loss"]) == (direct["top1"], direct["loss"])
+    one, chained = _state(tmp_path / "direct.pt"), _state(resume)
+    for key in ("model", "optimizer", "stream", "rng", "step"):
+        assert _same_tensors(one[key], chained[key]), key
+
+
+def test_a_lower_rung_is_a_truncated_top_run_not_a_shorter_schedule(
+    fashion: DataSplit, tmp_path: Path
+) -> None:
+    """The schedule spans the top rung: stopping at rung 0 leaves the learning rate high, where a single
+    run of the same length would have decayed it; the two differ."""
+    first = train_proxy(TINY, PROFILE, fashion, seed=0, fidelity=Fidelity(192, 1024, tmp_path / "a.pt"))
+    short = train_proxy(TINY, PROFILE, fashion, seed=0, fidelity=Fidelity(192, 192, tmp_path / "b.pt"))
+    assert first["images"] == short["images"] == 192
+    assert not _same_tensors(_state(tmp_path / "a.pt")["model"], _state(tmp_path / "b.pt")["model"])
+
+
+def test_a_checkpoint_of_something_else_is_refused(fashion: DataSplit, tmp_path: Path) -> None:
+    train_proxy(TINY, PROFILE, fashion, seed=0, fidelity=Fidelity(192, 1024, tmp_path / "r0.pt"))
+
+    def resume(checkpoint: str, seed: int = 0, top: int = 1024) -> None:
+        fidelity = Fidelity(576, top, tmp_path / "r1.pt", tmp_path / checkpoint)
+        train_proxy(TINY, PROFILE, fashion, seed=seed, fidelity=fidelity)
+
+    with pytest.raises(ValueError, match=r"checkpoint .*r0.pt is of .*'seed': 0.*not of .*'seed': 1"):
+        resume("r0.pt", seed=1)
+    with pytest.raises(ValueError, match=r"total_steps"):
+        resume("r0.pt", top=2048)
+    with pytest.raises(ValueError, match="is missing: the rung below must be trained first"):
+        resume("no.pt")
+    (tmp_path / "bad.pt").write_text("not a checkpoint")
+    with pytest.raises(ValueError, match="cannot be read"):
+        resume("bad.pt")
