@@ -52,6 +52,7 @@ class EvaluatorSpec:
     builder: str | None = None
     needs_setup: bool = False
     default_objectives: tuple[str, ...] = ("top1:max", "macs:min")  # a search's when it names none
+    ladder: bool = False  # trains in spans continued from checkpoints (evaluate(..., fidelity=...))
 
     @property
     def objectives(self) -> frozenset[str]:
@@ -152,6 +153,7 @@ EVALUATORS: dict[str, EvaluatorSpec] = {
             _TRAINED | {"train_loss", "train_seconds", "eval_seconds", "images_per_second", "epochs"},
             config="evaluators.proxy:TrainConfig",
             builder="evaluators.registry:build_proxy",
+            ladder=True,
         ),
         EvaluatorSpec(
             "oneshot",

@@ -381,6 +381,16 @@ def search(
         typer.Option(help="cpu | cuda | cuda:N: where latency_ms is measured. [default: search's]"),
     ] = None,
     latency_batch: Annotated[int | None, typer.Option(help="Batch size of latency_ms. [default: 1]")] = None,
+    fidelity: Annotated[
+        str | None,
+        typer.Option(help="single | ladder (1 in --eta trials trains on). [default: single]"),
+    ] = None,
+    eta: Annotated[int | None, typer.Option(help="The ladder's reduction factor. [default: 3]")] = None,
+    rungs: Annotated[int | None, typer.Option(help="The ladder's rungs. [default: 3]")] = None,
+    min_fidelity: Annotated[
+        int | None,
+        typer.Option(help="Images trained on at the bottom rung. [default: half the proxy's training]"),
+    ] = None,
     config: Annotated[
         Path | None, typer.Option(help="YAML/TOML file with the same keys; flags override it.")
     ] = None,
@@ -420,6 +430,10 @@ def search(
             at_cost_of=at_cost_of,
             latency_device=latency_device,
             latency_batch=latency_batch,
+            fidelity=fidelity,
+            eta=eta,
+            rungs=rungs,
+            min_fidelity=min_fidelity,
         )
         outcome = run_search(settings, console)
     states = outcome.trials["state"].value_counts() if len(outcome.trials) else {}

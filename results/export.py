@@ -30,6 +30,7 @@ import pandas as pd
 from nas.search.objectives import parse_objectives
 from results.pareto import pareto_front
 from results.report import load_run
+from results.store import at_top_rung, top_rung
 
 __all__ = ["FORMATS", "export_trials", "front_numbers", "prune_weights"]
 
@@ -45,22 +46,26 @@ def _points(frame: pd.DataFrame, names: Sequence[str]) -> dict[int, list[float]]
     return out
 
 
-def front_numbers(frame: pd.DataFrame, objectives: Sequence[str]) -> list[int]:
-    """Trial numbers on the Pareto front of the declared objectives (``name:direction`` specs)."""
+def front_numbers(frame: pd.DataFrame, objectives: Sequence[str], top: int | None = None) -> list[int]:
+    """Trial numbers on the Pareto front of the declared objectives (``name:direction`` specs); on a
+    fidelity ladder (``top``: its top rung) of the top rung's results only."""
     parsed = parse_objectives(list(objectives))
-    points = _points(frame, [o.name for o in parsed])
+    points = _points(frame[at_top_rung(frame, top)], [o.name for o in parsed])
     numbers = sorted(points)
     front = pareto_front([points[n] for n in numbers], [o.direction for o in parsed])
     return [numbers[i] for i in front]
 
 
-def prune_weights(run_dir: str | Path, frame: pd.DataFrame, objectives: Sequence[str]) -> int:
+def prune_weights(
+    run_dir: str | Path, frame: pd.DataFrame, objectives: Sequence[str], top: int | None = None
+) -> int:
     """Delete kept weights of completed trials off the front; returns how many files went. Files of
-    trials not in ``frame`` (another worker's running trial) are left alone."""
+    trials not in ``frame`` (another worker's running trial) are left alone. On a ladder a network's file
+    holds its highest rung's weights, kept while that rung's trial is on the front."""
     weights = Path(run_dir) / "weights"
     if not weights.is_dir() or "weights" not in frame:
         return 0
-    keep = set(front_numbers(frame, objectives))
+    keep = set(front_numbers(frame, objectives, top))
     done = frame[frame["state"] == "COMPLETE"]
     keep_files = {str(w) for n, w in zip(done["number"], done["weights"], strict=True) if int(n) in keep}
     removed = 0
@@ -85,7 +90,12 @@ def export_trials(
         raise ValueError(f"format: unknown {fmt!r}; allowed: {', '.join(FORMATS)}")
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     frame, manifest = load_run(run_dir)
-    numbers = list(trials) if trials is not None else front_numbers(frame, manifest["settings"]["objectives"])
+    settings = manifest["settings"]
+    numbers = (
+        list(trials)
+        if trials is not None
+        else front_numbers(frame, settings["objectives"], top_rung(settings))
+    )
     by_number = {int(n): row for n, (_, row) in zip(frame["number"], frame.iterrows(), strict=True)}
     rows = []
     for number in numbers:  # every trial is checked before anything is written: a bad one exports none

@@ -16,6 +16,11 @@ over a limit stay on the plots, marked "over the limit"; and the summary says ho
 over which limit, and how the feasible fraction of samples changed over the search (a sampler told of the
 limits draws fewer infeasible samples as it learns).
 
+On a fidelity ladder (``--fidelity ladder``, the manifest's settings) the front, the hypervolume and the
+baseline comparison are of the top rung's results only; lower rungs are drawn faded, a baseline at the
+highest rung it reached; the summary gives the trials per rung and the rank agreement between adjacent rungs
+(Spearman of top-1 over the architectures that completed both): how far a low rung can be trusted.
+
 Hypervolume needs a reference point that stays fixed across the sessions of a study, so that values compare.
 :func:`reference_point` fixes it at the first report: ``top1`` 0 %; every other objective twice the worst
 value among the space's baselines that the study ran (they run first unless ``--no-baselines``), or 1.1 x the
@@ -39,6 +44,7 @@ from nas.atomic import replaced
 from nas.search.manifest import read_manifest, update_manifest
 from nas.search.objectives import Objective, parse_objectives
 from results.pareto import dominates, hypervolume_history, pareto_front
+from results.store import at_top_rung, top_rung
 
 __all__ = ["load_run", "reference_point", "write_report"]
 
@@ -173,19 +179,25 @@ def analyse(frame: pd.DataFrame, manifest: dict[str, Any]) -> dict[str, Any]:
     frame = frame.sort_values("number", kind="stable").reset_index(drop=True)
     points = _points(frame, objectives)
     feasible = _feasible(frame)
+    top = top_rung(manifest.get("settings") or {})
+    on_top = at_top_rung(frame, top)
     done = [i for i, p in enumerate(points) if p is not None]
-    within = [i for i in done if feasible[i]]  # the front is of what met the limits
+    # the front is of what met the limits and, on a ladder, was trained to the top rung
+    within = [i for i in done if feasible[i] and on_top[i]]
     front = [within[i] for i in pareto_front([points[i] for i in within], directions)]
     reference = reference_point(objectives, manifest, frame)
     ref = [reference[o.name] for o in objectives]
     history = hypervolume_history(
-        [p if ok else None for p, ok in zip(points, feasible, strict=True)], directions, ref
+        [p if ok and up else None for p, ok, up in zip(points, feasible, on_top, strict=True)],
+        directions,
+        ref,
     )
     spent = pd.to_numeric(frame.get("charge"), errors="coerce").fillna(0.0).cumsum().tolist()
     baselines = []
     is_baseline = frame["baseline"].fillna("").astype(str) != ""
+    highest = _highest_rungs(frame, done)
     for i in done:
-        if not is_baseline[i]:
+        if not is_baseline[i] or i not in highest:
             continue
         beaters = [j for j in within if not is_baseline[j] and dominates(points[j], points[i], directions)]
         margins = [
@@ -212,11 +224,56 @@ def analyse(frame: pd.DataFrame, manifest: dict[str, Any]) -> dict[str, Any]:
         "feasible": feasible,
         "limits": {k: float(v) for k, v in (manifest.get("limits") or {}).items() if k != "at_cost_of"},
         "front": front,
+        "top_rung": top,
+        # a ladder's results below the top rung (a baseline's highest rung stays marked as the baseline)
+        "faded": [i for i in done if not on_top[i] and not (is_baseline[i] and i in highest)],
+        "rungs": _rung_rows(frame, top),
         "reference": reference,
         "hypervolume": history,
         "spent": spent,
         "baselines": baselines,
     }
+
+
+def _highest_rungs(frame: pd.DataFrame, done: list[int]) -> set[int]:
+    """The rows among ``done`` that are their lineage's highest completed rung (all of them without a
+    ladder)."""
+    if "rung" not in frame or "lineage" not in frame:
+        return set(done)
+    best: dict[Any, int] = {}
+    for i in done:
+        lineage = frame.loc[i, "lineage"]
+        if pd.isna(lineage):
+            best[("row", i)] = i
+            continue
+        if lineage not in best or frame.loc[i, "rung"] > frame.loc[best[lineage], "rung"]:
+            best[lineage] = i
+    return set(best.values())
+
+
+def _rung_rows(frame: pd.DataFrame, top: int | None) -> list[tuple[str, str]]:
+    """The summary's lines on a ladder: completed trials per rung, and the rank agreement (Spearman of
+    top-1) between adjacent rungs over the architectures that completed both."""
+    if top is None or "rung" not in frame:
+        return []
+    from evaluators.ranking import spearman
+
+    done = frame[(frame["state"] == "COMPLETE") & frame["rung"].notna()]
+    counts = ", ".join(f"rung {r}: {int((done['rung'] == r).sum())}" for r in range(top + 1))
+    agreement = []
+    if "top1" in done:
+        by_rung = {r: done[done["rung"] == r].set_index("lineage")["top1"] for r in range(top + 1)}
+        for r in range(top):
+            both = by_rung[r].index.intersection(by_rung[r + 1].index)
+            if len(both) >= 3:
+                rho = spearman(by_rung[r][both].tolist(), by_rung[r + 1][both].tolist())
+                agreement.append(f"rung {r} to {r + 1}: {rho:+.2f} (n={len(both)})")
+            else:
+                agreement.append(f"rung {r} to {r + 1}: - (n={len(both)})")
+    return [
+        (f"completed trials per rung (front: rung {top} only)", counts),
+        ("rank agreement between rungs (Spearman of top-1)", "; ".join(agreement) or "-"),
+    ]
 
 
 def _margin(objective: Objective, found: float, baseline: float) -> str:
@@ -269,14 +326,18 @@ def _scatter_figure(analysis: dict[str, Any], x: str, y: str) -> Any:
             )
         )
 
-    others = [i for i in done if i not in front and not base[i]]
+    faded = set(analysis["faded"])
+    others = [i for i in done if i not in front and not base[i] and i not in faded]
     trace(others, "trials", mode="markers", marker={"color": "#9aa5b1", "size": 7})
+    if faded:
+        lower = [i for i in done if i in faded]
+        trace(lower, "lower rungs", mode="markers", marker={"color": "#9aa5b1", "size": 6, "opacity": 0.3})
     rejected = _plottable(frame, frame.index[frame["state"] == "INFEASIBLE"], x, y)
     if rejected:
         trace(rejected, "rejected (over a limit)", mode="markers", marker={"symbol": "x", "color": "#e3b5b5"})
     feasible = analysis["feasible"]
     for over in (False, True):
-        baselines = [i for i in done if base[i] and feasible[i] != over]
+        baselines = [i for i in done if base[i] and feasible[i] != over and i not in faded]
         if baselines:
             trace(
                 baselines,
@@ -458,6 +519,7 @@ def write_report(run_dir: str | Path) -> Path:
             ("budget spent", _budget_spent(budget)),
             ("trials", ", ".join(f"{k} {v}" for k, v in states.items())),
             *_limit_rows(manifest, analysis["frame"]),
+            *analysis["rungs"],
             ("front size", len(analysis["front"])),
             ("final hypervolume", f"{analysis['hypervolume'][-1]:.6g}" if analysis["hypervolume"] else "-"),
         ],
@@ -549,11 +611,16 @@ def _write_png(analysis: dict[str, Any], path: Path) -> None:
     for ax, (x, y) in zip(axes.flat, axes_pairs, strict=True):
         xs = pd.to_numeric(frame[x], errors="coerce")
         ys = pd.to_numeric(frame[y], errors="coerce")
-        ax.scatter(xs[done], ys[done], s=14, color="#9aa5b1", label="trials")
+        faded = set(analysis["faded"])
+        shown = [i for i in done if i not in faded]
+        ax.scatter(xs[shown], ys[shown], s=14, color="#9aa5b1", label="trials")
+        if faded:
+            lower = sorted(faded)
+            ax.scatter(xs[lower], ys[lower], s=10, color="#9aa5b1", alpha=0.3, label="lower rungs")
         rejected = _plottable(frame, frame.index[frame["state"] == "INFEASIBLE"], x, y)
         if rejected:
             ax.scatter(xs[rejected], ys[rejected], s=14, marker="x", color="#e3b5b5", label="rejected")
-        marked = [i for i in done if base[i]]
+        marked = [i for i in shown if base[i]]
         within = [i for i in marked if analysis["feasible"][i]]
         over = [i for i in marked if not analysis["feasible"][i]]
         ax.scatter(

@@ -4,7 +4,8 @@ Columns: ``number``, ``state`` (COMPLETE / FAIL / INFEASIBLE / RUNNING / PRUNED 
 ``arch`` (key), ``arch_json``, ``baseline`` (the hand-designed network's name, or empty), one column per
 objective, every other metric the evaluator reported (``params``, ``macs``, ``top1``, ``train_seconds``, ...),
 ``cost_seconds``, ``devices``, ``device``, ``charge`` (device-seconds), ``start`` / ``end`` (UTC),
-``fail_reason`` and, under limits, ``constraint_<metric>`` (``value / limit - 1``: at most 0 when met).
+``fail_reason``, under limits ``constraint_<metric>`` (``value / limit - 1``: at most 0 when met), and on a
+fidelity ladder ``rung`` and ``lineage`` (the number of the architecture's rung-0 trial).
 INFEASIBLE is a sample rejected over a limit before it was evaluated: its objectives are what was measured
 (its cost; no accuracy). A baseline over a limit is evaluated all the same: COMPLETE, ``feasible`` false.
 
@@ -23,7 +24,15 @@ import pandas as pd
 
 from nas.atomic import replaced
 
-__all__ = ["COLUMNS", "frame_from_rows", "save_trials", "trial_row", "trials_frame"]
+__all__ = [
+    "COLUMNS",
+    "at_top_rung",
+    "frame_from_rows",
+    "save_trials",
+    "top_rung",
+    "trial_row",
+    "trials_frame",
+]
 
 COLUMNS = [
     "number",
@@ -68,6 +77,8 @@ def trial_row(
         "fail_reason": attrs.get("fail_reason", ""),
         "arch_json": attrs.get("arch_json", ""),
     }
+    if "rung" in attrs:  # a fidelity ladder's trial: the rung it trained to, and its lineage
+        row["rung"], row["lineage"] = int(attrs["rung"]), int(attrs["lineage"])
     for name, value in (attrs.get("constraints") or {}).items():
         row[f"constraint_{name}"] = value
     metrics = attrs.get("metrics") or {}
@@ -78,6 +89,22 @@ def trial_row(
         # a rejected sample told its engine the worst value for what it never measured: the table says none
         row[name] = metrics.get(name) if rejected else value
     return row
+
+
+def top_rung(settings: dict[str, Any]) -> int | None:
+    """The top rung of a study searched on a fidelity ladder (``settings`` as the manifest records them);
+    None for a single fidelity."""
+    return int(settings.get("rungs", 0)) - 1 if settings.get("fidelity") == "ladder" else None
+
+
+def at_top_rung(frame: pd.DataFrame, top: int | None) -> list[bool]:
+    """Whether each row is a result of the top rung (every row, for a single fidelity): on a ladder the
+    front is of fully trained results only."""
+    if top is None:
+        return [True] * len(frame)
+    if "rung" not in frame:
+        return [False] * len(frame)
+    return [bool(pd.notna(rung) and int(rung) == top) for rung in frame["rung"]]
 
 
 def frame_from_rows(rows: Sequence[dict[str, Any]], objectives: Sequence[str]) -> pd.DataFrame:

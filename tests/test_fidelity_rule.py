@@ -1,5 +1,6 @@
-"""The ladder's promotion rule on hand-made fronts: non-dominated sorting, crowding distance, the top 1/eta
-of each rung, highest rung first, and no trial promoted twice."""
+"""The ladder's promotion rule on hand-made fronts: order by front (results.pareto's non-dominated sort,
+tested in test_pareto) then crowding distance, the top 1/eta of each rung, highest rung first, and no trial
+promoted twice."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from nas.search.fidelity import (
     RungResult,
     crowding_distances,
     next_promotion,
-    nondominated_fronts,
     rung_order,
 )
+from results.pareto import nondominated_sort
 
 TOP1_MACS = ("maximize", "minimize")
 TOP1_MACS_LATENCY = ("maximize", "minimize", "minimize")
@@ -28,33 +29,6 @@ def _results(rung: int, points: list[tuple[float, ...]], first: int = 0) -> list
 
 
 # --- sorting --------------------------------------------------------------------------------------
-
-
-def _brute_force_fronts(points, directions):
-    """Fronts by definition: peel off the points no remaining point dominates."""
-    signs = [1 if d == "maximize" else -1 for d in directions]
-
-    def dominates(a, b):
-        return all(s * x >= s * y for x, y, s in zip(a, b, signs, strict=True)) and any(
-            s * x > s * y for x, y, s in zip(a, b, signs, strict=True)
-        )
-
-    left, fronts = set(range(len(points))), []
-    while left:
-        front = sorted(i for i in left if not any(dominates(points[j], points[i]) for j in left))
-        fronts.append(front)
-        left -= set(front)
-    return fronts
-
-
-@pytest.mark.parametrize("directions", [TOP1_MACS, TOP1_MACS_LATENCY], ids=["2 objectives", "3 objectives"])
-@pytest.mark.parametrize("seed", range(5))
-def test_fronts_match_the_definition_on_random_points(directions, seed) -> None:
-    rng = random.Random(seed)
-    # few distinct values, so that ties and duplicates occur
-    points = [tuple(rng.randint(0, 5) for _ in directions) for _ in range(40)]
-    fronts = nondominated_fronts(points, directions)
-    assert [sorted(f) for f in fronts] == _brute_force_fronts(points, directions)
 
 
 def test_crowding_distance_by_hand() -> None:
@@ -80,7 +54,7 @@ def test_three_objective_order_by_hand() -> None:
     # dominate it on the first two objectives; Q is dominated by A on all three
     a, d, p, q = (80, 1.0, 20.0), (75, 0.8, 30.0), (60, 2.0, 5.0), (70, 1.5, 25.0)
     results = _results(0, [a, d, p, q])
-    fronts = nondominated_fronts([r.values for r in results], TOP1_MACS_LATENCY)
+    fronts = nondominated_sort([r.values for r in results], TOP1_MACS_LATENCY)
     assert [sorted(f) for f in fronts] == [[0, 1, 2], [3]]
     assert [r.lineage for r in rung_order(results, TOP1_MACS_LATENCY)][-1] == 3
 

@@ -28,6 +28,8 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from results.pareto import nondominated_sort
+
 __all__ = [
     "FIDELITIES",
     "Ladder",
@@ -35,7 +37,6 @@ __all__ = [
     "RungResult",
     "crowding_distances",
     "next_promotion",
-    "nondominated_fronts",
     "rung_order",
 ]
 
@@ -96,53 +97,6 @@ class Promotion:
     rung: int
 
 
-def _dominates(a: Sequence[float], b: Sequence[float], signs: Sequence[int]) -> bool:
-    """``a`` is at least as good as ``b`` everywhere and better somewhere (sign +1: larger is better)."""
-    better = False
-    for x, y, s in zip(a, b, signs, strict=True):
-        if s * x < s * y:
-            return False
-        better = better or s * x > s * y
-    return better
-
-
-def _signs(directions: Sequence[str]) -> tuple[int, ...]:
-    signs = []
-    for d in directions:
-        if d not in ("maximize", "minimize"):
-            raise ValueError(f"direction: {d!r} is not maximize or minimize")
-        signs.append(1 if d == "maximize" else -1)
-    return tuple(signs)
-
-
-def nondominated_fronts(points: Sequence[Sequence[float]], directions: Sequence[str]) -> list[list[int]]:
-    """Indices of ``points`` by front: the first front is dominated by no point, the next only by the
-    first, and so on (NSGA-II's fast non-dominated sort)."""
-    signs = _signs(directions)
-    n = len(points)
-    dominated_by = [0] * n
-    dominates: list[list[int]] = [[] for _ in range(n)]
-    for i in range(n):
-        for j in range(i + 1, n):
-            if _dominates(points[i], points[j], signs):
-                dominates[i].append(j)
-                dominated_by[j] += 1
-            elif _dominates(points[j], points[i], signs):
-                dominates[j].append(i)
-                dominated_by[i] += 1
-    fronts, current = [], [i for i in range(n) if dominated_by[i] == 0]
-    while current:
-        fronts.append(current)
-        following = []
-        for i in current:
-            for j in dominates[i]:
-                dominated_by[j] -= 1
-                if dominated_by[j] == 0:
-                    following.append(j)
-        current = sorted(following)
-    return fronts
-
-
 def crowding_distances(points: Sequence[Sequence[float]]) -> list[float]:
     """NSGA-II's crowding distance of each point within its front: per objective, the gap between its
     neighbours in that objective over the front's range, summed; the extremes get infinity."""
@@ -168,7 +122,7 @@ def rung_order(results: Sequence[RungResult], directions: Sequence[str]) -> list
     if any(p is None for p in points):
         raise ValueError("rung_order orders completed results only")
     ordered: list[RungResult] = []
-    for front in nondominated_fronts(points, directions):  # type: ignore[arg-type]
+    for front in nondominated_sort(points, directions):  # type: ignore[arg-type]
         crowding = crowding_distances([points[i] for i in front])  # type: ignore[misc]
         place = sorted(range(len(front)), key=lambda k: (-crowding[k], results[front[k]].lineage))
         ordered.extend(results[front[k]] for k in place)

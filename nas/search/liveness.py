@@ -130,15 +130,18 @@ def lost_reason(
 
 
 def enqueue_rerun(study: optuna.Study, trial: FrozenTrial) -> None:
-    """Enqueue ``trial``'s architecture again (``rerun_of`` names it; a baseline keeps its name): its
-    suggested parameters over those it was enqueued with. Nothing is enqueued for a trial stopped before its
-    architecture was sampled: nothing of it was evaluated, and the sampler will propose anew."""
+    """Enqueue ``trial``'s architecture again (``rerun_of`` names it; a baseline keeps its name, a ladder's
+    promotion its rung and lineage): its suggested parameters over those it was enqueued with. Nothing is
+    enqueued for a trial stopped before its architecture was sampled: nothing of it was evaluated, and the
+    sampler will propose anew."""
     fixed = dict(trial.system_attrs.get("fixed_params") or {})
     if not trial.user_attrs.get("arch_json") and not fixed:
         return
     attrs: dict[str, Any] = {"rerun_of": trial.number}
     if trial.user_attrs.get("baseline"):
         attrs["baseline"] = trial.user_attrs["baseline"]
+    if trial.user_attrs.get("rung"):  # a promotion continues its lineage; a rung-0 re-run starts its own
+        attrs["rung"], attrs["lineage"] = trial.user_attrs["rung"], trial.user_attrs["lineage"]
     study.enqueue_trial({**fixed, **trial.params}, user_attrs=attrs)
 
 

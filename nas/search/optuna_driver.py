@@ -8,6 +8,13 @@ and ``heartbeat`` while it runs (:mod:`nas.search.liveness`). The study also rec
 several workers, charge one budget (:class:`StudyBudget`), wall budgets included. The space's baselines are
 enqueued first (once). Before each trial the worker asks the budget whether the next trial, estimated from the
 finished ones, still fits; it never starts one that would overrun.
+
+On a fidelity ladder (``--fidelity ladder``) each rung of an architecture is its own trial with user
+attributes ``rung`` and ``lineage`` (the number of its rung-0 trial). Before asking for a trial, a free worker
+reads the study's rung results and applies :func:`nas.search.fidelity.next_promotion`; a promotion is
+enqueued as a trial with the lineage's parameters, so every engine feature (liveness, re-runs of lost
+trials, budgets) treats it as any trial. Two workers may decide the same promotion at once: the later of the
+two trials is pruned unrun (state PRUNED, reason recorded, nothing charged).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from optuna.trial import FrozenTrial, TrialState
 from nas.arch import Arch
 from nas.search.budget import BudgetTracker, Session, TrialCost, wall_seconds
 from nas.search.constraints import NothingFeasible, RejectionStreak, check_same_limits
+from nas.search.fidelity import Promotion, RungResult, next_promotion
 from nas.search.liveness import Heartbeat, enqueue_rerun, fail_lost_trials
 from nas.search.progress import SearchProgress
 from nas.search.samplers import make_sampler
@@ -74,10 +82,12 @@ def open_study(
     )
     stored = study.user_attrs.get("objectives")
     declared = [str(o) for o in settings.parsed_objectives]
+    fidelity = _fidelity_of(settings)
     if stored is None:
         study.set_user_attr("objectives", declared)
         study.set_user_attr("space", settings.space)
         study.set_user_attr("limits", settings.limits.to_dict())
+        study.set_user_attr("fidelity", fidelity)
     elif stored != declared or study.user_attrs.get("space") != settings.space:
         raise ValueError(
             f"study {settings.study_name!r} searches {study.user_attrs.get('space')} for "
@@ -86,7 +96,64 @@ def open_study(
         )
     else:
         check_same_limits(settings, study.user_attrs.get("limits"))
+        if study.user_attrs.get("fidelity", {"fidelity": "single"}) != fidelity:
+            raise ValueError(
+                f"study {settings.study_name!r} was searched with {study.user_attrs.get('fidelity')}; it "
+                f"cannot be resumed with {fidelity}"
+            )
     return study, url, storage
+
+
+def _fidelity_of(settings: SearchSettings) -> dict[str, Any]:
+    """How the study trains its trials, as the study records it (a resume must not change it)."""
+    if settings.fidelity != "ladder":
+        return {"fidelity": "single"}
+    return {
+        "fidelity": "ladder",
+        "eta": settings.eta,
+        "rungs": settings.rungs,
+        "min_fidelity": settings.min_fidelity,
+    }
+
+
+def rung_results(trials: Sequence[FrozenTrial]) -> list[RungResult]:
+    """The ladder's view of the study: every trial that holds a rung (completed with its values if it met
+    the limits, else as taken), rejected samples and unrun duplicates left out."""
+    results = []
+    for trial in trials:
+        attrs = trial.user_attrs
+        if "rung" not in attrs or attrs.get("rejected") or trial.state == TrialState.PRUNED:
+            continue
+        done = trial.state == TrialState.COMPLETE and attrs.get("feasible", True) is not False
+        values = tuple(trial.values) if done and trial.values is not None else None
+        results.append(RungResult(int(attrs["lineage"]), int(attrs["rung"]), values))
+    return results
+
+
+def _enqueue_promotion(study: optuna.Study, trials: Sequence[FrozenTrial], promotion: Promotion) -> None:
+    """Queue ``promotion`` as a trial with its lineage's parameters (a baseline keeps its name)."""
+    first = next(t for t in trials if t.number == promotion.lineage)
+    attrs: dict[str, Any] = {"rung": promotion.rung, "lineage": promotion.lineage}
+    if first.user_attrs.get("baseline"):
+        attrs["baseline"] = first.user_attrs["baseline"]
+    fixed = dict(first.system_attrs.get("fixed_params") or {})
+    study.enqueue_trial({**fixed, **first.params}, user_attrs=attrs)
+
+
+def _duplicate_of(trials: Sequence[FrozenTrial], trial: optuna.Trial) -> int | None:
+    """The number of an earlier trial that runs or ran the same rung of the same lineage (not failed)."""
+    rung, lineage = trial.user_attrs.get("rung"), trial.user_attrs.get("lineage")
+    if not rung:
+        return None
+    for other in trials:
+        attrs = other.user_attrs
+        if (
+            other.number < trial.number
+            and (attrs.get("rung"), attrs.get("lineage")) == (rung, lineage)
+            and other.state in (TrialState.RUNNING, TrialState.COMPLETE)
+        ):
+            return other.number
+    return None
 
 
 def _record_session(study: optuna.Study, session: Session) -> None:
@@ -159,23 +226,34 @@ def _enqueue_baselines(study: optuna.Study, settings: SearchSettings) -> None:
             study.enqueue_trial(params, user_attrs={"baseline": name}, skip_if_exists=True)
 
 
-def _run_one(study: optuna.Study, storage: Any, runner: TrialRunner) -> tuple[int, TrialRecord]:
+def _run_one(study: optuna.Study, storage: Any, runner: TrialRunner) -> tuple[int, TrialRecord | None]:
     """Ask one trial, run it, tell its outcome. While it runs the trial carries this worker's identity and
     heartbeat, so that a kill leaves a trial the next worker recognises as lost. The sampled parameters
-    with the architecture, and the outcome's records, are each one storage transaction."""
+    with the architecture, and the outcome's records, are each one storage transaction. A duplicate
+    promotion is pruned unrun (record None)."""
     trial = study.ask()
+    step = None
+    if runner.ladder is not None:
+        if (twin := _duplicate_of(study.get_trials(deepcopy=False), trial)) is not None:
+            trial.set_user_attr("fail_reason", f"a duplicate of trial {twin}'s promotion, not run")
+            study.tell(trial, state=TrialState.PRUNED)
+            return trial.number, None
+        step = (int(trial.user_attrs.get("lineage", trial.number)), int(trial.user_attrs.get("rung", 0)))
 
     def sample() -> Arch:
         with batched_writes(storage):
             arch = runner.space.sample(trial)  # the sampler's suggestions run here: part of the trial's cost
             trial.set_user_attr("arch", arch.key)
             trial.set_user_attr("arch_json", arch.to_json())
+            if step is not None and step[1] == 0:
+                trial.set_user_attr("rung", 0)
+                trial.set_user_attr("lineage", step[0])
         return arch
 
     # the worker record is its own write, at once: a kill during the sampling leaves a trial that the next
     # worker knows lost at once, instead of after LOST_AFTER_SECONDS without a heartbeat
     with Heartbeat(trial):  # until its outcome is told
-        record = run_trial(runner, sample, number=trial.number)
+        record = run_trial(runner, sample, number=trial.number, step=step)
         with batched_writes(storage):
             attrs = record.attrs()
             for key in ("baseline", "metrics", "cost", "fail_reason", "constraints", "feasible", "rejected"):
@@ -224,7 +302,13 @@ def worker_loop(
                     return ran
                 time.sleep(WAIT_SECONDS)  # they may finish, or be found lost and leave work to re-run
                 continue
+            if runner.ladder is not None:
+                promotion = next_promotion(rung_results(trials), runner.ladder, runner.directions)
+                if promotion is not None:
+                    _enqueue_promotion(study, trials, promotion)
             number, record = _run_one(study, storage, runner)
+            if record is None:  # a duplicate promotion, not run
+                continue
             budget.charge(number, record.cost)
             ran += 1
             if progress is not None:

@@ -35,8 +35,15 @@ def format_metric(name: str, value: Any) -> str:
 class SearchProgress:
     """Collects finished trials and renders the search's state."""
 
-    def __init__(self, title: str, objectives: Sequence[Objective], console: Console | None = None) -> None:
+    def __init__(
+        self,
+        title: str,
+        objectives: Sequence[Objective],
+        console: Console | None = None,
+        top_rung: int | None = None,
+    ) -> None:
         self.title, self.objectives = title, tuple(objectives)
+        self.top_rung = top_rung  # on a fidelity ladder the front is of the top rung's results
         self.console = console or Console()
         self.rows: list[dict[str, Any]] = []  # number, arch, state, values, seconds
         self.tracker: BudgetTracker | None = None
@@ -76,6 +83,7 @@ class SearchProgress:
             "values": record.values,
             "seconds": record.cost.seconds,
             "fail_reason": record.reason or "",
+            "rung": record.rung,
         }
         self.rows.append(row)
         self.tracker = tracker
@@ -91,6 +99,8 @@ class SearchProgress:
             values += "  (a reference over the limits)"
         reason = f"  ({record.reason})" if record.reason else ""
         base = f" [{record.baseline}]" if record.baseline else ""
+        if record.rung is not None and not record.rejected:
+            base += f" rung {record.rung}"
         self.log(
             f"trial {number:>3} {mark:<8} {row['arch']}{base}  {values}  {row['seconds']:.1f} s{reason}"
             f"  | {tracker.summary()}"
@@ -101,7 +111,13 @@ class SearchProgress:
             self._live.update(self.render())
 
     def render(self) -> Group:
-        done = [r for r in self.rows if r["state"] == "COMPLETE" and r["feasible"]]
+        done = [
+            r
+            for r in self.rows
+            if r["state"] == "COMPLETE"
+            and r["feasible"]
+            and (self.top_rung is None or r["rung"] == self.top_rung)
+        ]
         rejected = sum(r["state"] == "INFEASIBLE" for r in self.rows)
         failed = sum(r["state"] == "FAIL" for r in self.rows)
         head = Text(f"{self.title}: {len(self.rows) - failed - rejected} trials done, {failed} failed")

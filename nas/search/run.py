@@ -54,7 +54,9 @@ def run_search(settings: SearchSettings, console: Console | None = None) -> Sear
     stopped = None
     ran = None
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # a stopped job saves its table like Ctrl-C
-    progress = SearchProgress(title, objectives, console)
+    progress = SearchProgress(
+        title, objectives, console, settings.rungs - 1 if settings.fidelity == "ladder" else None
+    )
     try:
         with progress:
             if settings.backend == "optuna":
@@ -80,7 +82,10 @@ def run_search(settings: SearchSettings, console: Console | None = None) -> Sear
     save_trials(frame, settings.run_dir)
     from results.export import prune_weights
 
-    prune_weights(settings.run_dir, frame, [str(o) for o in objectives])  # only the front's networks stay
+    top = settings.rungs - 1 if settings.fidelity == "ladder" else None
+    prune_weights(
+        settings.run_dir, frame, [str(o) for o in objectives], top
+    )  # only the front's networks stay
     counts = {str(k): int(v) for k, v in frame["state"].value_counts().items()} if len(frame) else {}
     manifest = write_manifest(
         settings,

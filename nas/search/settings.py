@@ -83,6 +83,10 @@ class SearchSettings:
     at_cost_of: str | None = None  # a baseline's name: its MACs and params are the limits
     latency_device: str | None = None  # where latency_ms is measured; None: the search's own device
     latency_batch: int = 1
+    fidelity: str = "single"  # or "ladder": nas.search.fidelity's asynchronous successive halving
+    eta: int = 3  # the ladder's reduction factor: 1 in eta trials of a rung is promoted
+    rungs: int = 3
+    min_fidelity: int | None = None  # images trained on at rung 0; None: half the profile's proxy training
     evaluator_config: dict[str, Any] = field(default_factory=dict)  # overrides of the evaluator's config
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -127,6 +131,7 @@ class SearchSettings:
                     f"networks downsample {smallest}x; use at least {smallest} (default 224)"
                 )
         self._check_limits(space)
+        self._check_fidelity(evaluator)
         if self.address is not None and self.backend != "ray":
             raise ValueError("address: --address joins a Ray cluster, so it needs --backend ray")
         if self.backend == "ray" and self.workers != 1:
@@ -184,6 +189,19 @@ class SearchSettings:
         if self.latency_device is not None and not _DEVICE.fullmatch(self.latency_device):
             raise ValueError(
                 f"latency-device: {self.latency_device!r} is not a device; use cpu, cuda or cuda:N"
+            )
+
+    def _check_fidelity(self, evaluator: EvaluatorSpec) -> None:
+        from nas.search.fidelity import FIDELITIES, Ladder
+
+        if self.fidelity not in FIDELITIES:
+            raise ValueError(f"fidelity: unknown {self.fidelity!r}; allowed: {', '.join(FIDELITIES)}")
+        Ladder(self.eta, self.rungs, 1 if self.min_fidelity is None else self.min_fidelity)
+        if self.fidelity == "ladder" and not evaluator.ladder:
+            trains = [e.name for e in EVALUATORS.values() if e.ladder]
+            raise ValueError(
+                f"fidelity: the {evaluator.name} evaluator {evaluator.does}, so it has no rungs to climb; "
+                f"a ladder needs --evaluator {' / '.join(trains)}"
             )
 
     # -------------------------------------------------------------------------------------- derived
@@ -292,6 +310,10 @@ _FIELD_TYPES: dict[str, tuple[Any, ...]] = {
     "at_cost_of": (str, _OPTIONAL),
     "latency_device": (str, _OPTIONAL),
     "latency_batch": (int,),
+    "fidelity": (str,),
+    "eta": (int,),
+    "rungs": (int,),
+    "min_fidelity": (int, _OPTIONAL),
     "evaluator_config": (dict,),
 }
 

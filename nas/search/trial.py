@@ -16,6 +16,11 @@ latency are measured before anything is built; a sample over a limit is *rejecte
 its check's seconds as overhead, recorded with its constraint values. Baselines are evaluated whatever their
 cost (they are the study's references), and recorded as infeasible when over a limit.
 
+Fidelity ladder (:mod:`nas.search.fidelity`): a trial is one rung of one *lineage* (an architecture's
+training across rungs, named by the number of its rung-0 trial). Rung 0 trains from scratch; a promotion
+continues the lineage's checkpoint of the rung below (``<run_dir>/ladder/<lineage>/rung<r>.pt``), so a
+trial's cost is that rung's training only.
+
 Cost: wall seconds times the devices held (:meth:`TrialRunner.cost`, the one charge formula). A trial's
 seconds run from before its sampling (the sampler's suggestions are part of what a trial costs) to the end
 of its evaluation, failed or not. An interrupted trial (Ctrl-C, SIGTERM) is charged as overhead: it spends
@@ -61,6 +66,8 @@ class TrialRecord:
     directions: tuple[str, ...] = field(default=(), repr=False)
     constraints: dict[str, float] = field(default_factory=dict)  # limit -> value / limit - 1 (<= 0: met)
     rejected: bool = False  # over a limit, so never evaluated
+    rung: int | None = None  # on a fidelity ladder: the rung this trial trained to, and its lineage
+    lineage: int | None = None
 
     @property
     def feasible(self) -> bool:
@@ -101,6 +108,7 @@ class TrialRecord:
             "constraints": self.constraints,
             "feasible": self.feasible,
             "rejected": self.rejected,
+            **({"rung": self.rung, "lineage": self.lineage} if self.rung is not None else {}),
         }
 
 
@@ -137,6 +145,7 @@ class TrialRunner:
         self._data = None
         self._evaluator: Any = None
         self._prepared = False
+        self._ladder: Any = None
 
     @property
     def weights_dir(self):
@@ -164,6 +173,27 @@ class TrialRunner:
     def cost(self, seconds: float, label: str = "trial", overhead: bool = False) -> TrialCost:
         """What ``seconds`` of this worker's time cost: the one charge formula of both engines."""
         return TrialCost.of(seconds, gpus=self.gpus, label=label, overhead=overhead)
+
+    @property
+    def ladder(self) -> Any:
+        """The search's :class:`~nas.search.fidelity.Ladder` (None for a single fidelity): rung 0 trains on
+        ``--min-fidelity`` images, by default half of what the profile's proxy trains on."""
+        if self.settings.fidelity != "ladder":
+            return None
+        if self._ladder is None:
+            from nas.search.fidelity import Ladder
+
+            images = self.settings.min_fidelity
+            if images is None:
+                pool = self.profile.train_samples or len(self.data().train)
+                images = max(self.profile.batch_size, self.profile.epochs * pool // 2)
+            s = self.settings
+            self._ladder = Ladder(s.eta, s.rungs, images)
+        return self._ladder
+
+    def checkpoint(self, lineage: int, rung: int) -> Path:
+        """Where ``lineage``'s training state after ``rung`` is kept."""
+        return self.settings.run_dir / "ladder" / str(lineage) / f"rung{rung}.pt"
 
     def data(self):
         if self._data is None:
@@ -231,10 +261,27 @@ class TrialRunner:
         self._measured = (arch.key, metrics)
         return metrics
 
-    def evaluate(self, arch: Arch, report: Report | None = None) -> dict[str, Any]:
+    def evaluate(
+        self, arch: Arch, report: Report | None = None, step: tuple[int, int] | None = None
+    ) -> dict[str, Any]:
         """Every metric of ``arch``: what :meth:`measure` gives (taken once: the check before it measured
-        it) and the evaluator's own; exceptions (a diverged run, a bad architecture) propagate."""
+        it) and the evaluator's own; exceptions (a diverged run, a bad architecture) propagate. On a ladder
+        ``step`` is (lineage, rung): the evaluator trains that rung, from the rung below's checkpoint."""
         self.prepare()
+        extra: dict[str, Any] = {}
+        if self.ladder is not None:
+            if step is None:
+                raise ValueError("a laddered search evaluates a (lineage, rung), not a bare architecture")
+            from evaluators.proxy import Fidelity
+
+            lineage, rung = step
+            ladder = self.ladder
+            extra["fidelity"] = Fidelity(
+                ladder.images(rung),
+                ladder.images(ladder.top),
+                self.checkpoint(lineage, rung),
+                self.checkpoint(lineage, rung - 1) if rung else None,
+            )
         key, measured = self._measured
         metrics: dict[str, Any] = {
             **(measured if key == arch.key else self.measure(arch)),
@@ -246,7 +293,7 @@ class TrialRunner:
         if self._evaluator is not None:
             # the evaluator's own counts are of the network it scored (proxy-scaled): kept apart, so that
             # params and macs stay the architecture's at the target resolution in every trial
-            scored = self._evaluator.evaluate(arch, report=report)
+            scored = self._evaluator.evaluate(arch, report=report, **extra)
             metrics.update({f"scored_{k}" if k in ("params", "macs") else k: v for k, v in scored.items()})
         return metrics
 
@@ -258,14 +305,18 @@ def run_trial(
     number: int,
     on_arch: Callable[[Arch], None] | None = None,
     report: Report | None = None,
+    step: tuple[int, int] | None = None,
 ) -> TrialRecord:
     """Sample an architecture with ``sample``, evaluate it under the trial deadline, and return its record.
 
     ``on_arch`` is called with the architecture as soon as it is known (the Optuna driver stores it then, so
     that a worker killed mid-trial leaves enough to re-run it). Any exception fails the trial with its reason
     (:func:`~nas.search.failures.failure_reason`); Ctrl-C / SIGTERM fails it as ``interrupted:``, charged as
-    overhead, and the driver stops the search after recording it.
+    overhead, and the driver stops the search after recording it. On a ladder ``step`` is the (lineage,
+    rung) to train (None: a new lineage at rung 0, named ``number``).
     """
+    if runner.ladder is not None and step is None:
+        step = (number, 0)
     start = time.perf_counter()
     arch: Arch | None = None
     metrics: dict[str, Any] = {}
@@ -283,7 +334,7 @@ def run_trial(
             if rejected:
                 metrics = _jsonable({**measured, "host": socket.gethostname(), "pid": os.getpid()})
             else:
-                metrics = _jsonable(runner.evaluate(arch, report))
+                metrics = _jsonable(runner.evaluate(arch, report, step))
                 _check_produced(runner, metrics)
     except KeyboardInterrupt as err:
         reason = failure_reason(err)
@@ -304,6 +355,8 @@ def run_trial(
         runner.directions,
         constraints,
         rejected,
+        step[1] if step else None,
+        step[0] if step else None,
     )
 
 

@@ -1,0 +1,172 @@
+"""Searches on a fidelity ladder, end to end with real proxy training (tiny rungs: 128, 256, 512 images):
+promotions continue their lineage's checkpoint and follow the rule, the front is of the top rung, two
+workers promote asynchronously without running a promotion twice, a kill mid-ladder loses no finished
+rung, and settings that cannot climb a ladder are refused in one sentence."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from nas.search.fidelity import Ladder, RungResult, next_promotion
+from nas.search.run import run_search
+from nas.search.settings import SearchSettings
+from tests.processes import stop
+
+LADDER = {"fidelity": "ladder", "min_fidelity": 128, "eta": 2, "rungs": 3}
+IMAGES = {0: 128, 1: 256, 2: 512}
+
+
+def _settings(runs: Path, **changes) -> SearchSettings:
+    values = {
+        "space": "coatnet",
+        "evaluator": "proxy",
+        "budget": "12trials",
+        "baselines": False,
+        "runs_dir": str(runs),
+        "study": "ladder",
+        **LADDER,
+        **changes,
+    }
+    return SearchSettings(**values)
+
+
+def _check_ladder(table: pd.DataFrame) -> pd.DataFrame:
+    """The invariants of any laddered study's table; returns its completed rows."""
+    done = table[table["state"] == "COMPLETE"].sort_values("number")
+    assert done["rung"].notna().all() and done["lineage"].notna().all()
+    assert not done.duplicated(["lineage", "rung"]).any()  # no rung of a lineage ran twice
+    for _, row in done.iterrows():
+        rung, lineage = int(row["rung"]), int(row["lineage"])
+        assert row["images"] == IMAGES[rung]
+        if rung == 0:
+            assert lineage == row["number"] and row["resumed_images"] == 0
+            continue
+        below = done[(done["lineage"] == lineage) & (done["rung"] == rung - 1)]
+        assert len(below) == 1 and int(below["number"].iloc[0]) < row["number"]
+        assert row["resumed_images"] == IMAGES[rung - 1]  # continued from the checkpoint, not from scratch
+        assert row["arch"] == below["arch"].iloc[0]
+    return done
+
+
+def test_a_laddered_search_promotes_by_the_rule_and_fronts_the_top_rung(tmp_path: Path) -> None:
+    outcome = run_search(_settings(tmp_path))
+    table = outcome.trials
+    done = _check_ladder(table)
+    assert len(done) == 12 and (done["rung"] == 2).any()
+    # replaying the study in trial order, each promotion is the one the rule chose when it was decided
+    # (one worker: decided right before it ran)
+    results: list[RungResult] = []
+    ladder = Ladder(eta=2, rungs=3, min_images=128)
+    for _, row in done.iterrows():
+        if row["rung"] > 0:
+            chosen = next_promotion(results, ladder, ("maximize", "minimize"))
+            assert (chosen.lineage, chosen.rung) == (row["lineage"], row["rung"])
+        results.append(RungResult(int(row["lineage"]), int(row["rung"]), (row["top1"], row["macs"])))
+    # each trial is charged its own rung's training only: a promotion costs less than the full climb
+    assert (done["cost_seconds"] > 0).all()
+    front = pd.read_csv(outcome.run_dir / "pareto.csv")
+    assert len(front) and (front["rung"] == 2).all()
+    report = (outcome.run_dir / "report.html").read_text()
+    assert "rank agreement between rungs" in report and "completed trials per rung" in report
+    checkpoints = {
+        p.relative_to(outcome.run_dir / "ladder").as_posix()
+        for p in (outcome.run_dir / "ladder").rglob("*.pt")
+    }
+    assert checkpoints == {f"{int(r.lineage)}/rung{int(r.rung)}.pt" for r in done.itertuples()}
+
+
+def test_two_workers_promote_asynchronously(tmp_path: Path) -> None:
+    outcome = run_search(_settings(tmp_path, workers=2, budget="10trials"))
+    done = _check_ladder(outcome.trials)
+    assert done["pid"].nunique() == 2  # both workers trained
+    assert (done["rung"] > 0).any()
+    promoted = done[done["rung"] > 0]
+    assert promoted["pid"].nunique() >= 1
+    pruned = outcome.trials[outcome.trials["state"] == "PRUNED"]
+    assert pruned["fail_reason"].str.contains("duplicate").all()  # a race is pruned unrun, never run twice
+
+
+def _running_promotion(db: Path) -> bool:
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30) as con:
+            rows = con.execute(
+                "SELECT a.value_json FROM trials t JOIN trial_user_attributes a ON a.trial_id = t.trial_id "
+                "WHERE t.state = 'RUNNING' AND a.key = 'rung'"
+            ).fetchall()
+    except sqlite3.OperationalError:
+        return False
+    return any(json.loads(v) > 0 for (v,) in rows)
+
+
+@pytest.mark.integration
+def test_a_kill_mid_ladder_loses_no_finished_rung(tmp_path: Path) -> None:
+    command = [
+        sys.executable, "-m", "nas", "search", "--space", "coatnet", "--budget", "16trials", "--no-baselines",
+        "--fidelity", "ladder", "--min-fidelity", "128", "--eta", "2", "--rungs", "3",
+        "--runs-dir", str(tmp_path), "--study", "kill",
+    ]  # fmt: skip
+    db = tmp_path / "kill" / "study.db"
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 300
+        while not _running_promotion(db):
+            assert proc.poll() is None, "the search ended before any promotion ran"
+            assert time.time() < deadline
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    finally:
+        stop(proc, signal.SIGKILL)
+    with sqlite3.connect(db) as con:
+        before = dict(con.execute("SELECT number, state FROM trials WHERE state = 'COMPLETE'").fetchall())
+    assert before
+    resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    table = pd.read_csv(tmp_path / "kill" / "trials.csv")
+    done = _check_ladder(table)
+    assert set(before) <= set(done["number"])  # every rung finished before the kill is kept
+    lost = table[(table["state"] == "FAIL") & table["rung"].gt(0)]
+    assert len(lost) == 1
+    rerun = done[(done["lineage"] == lost["lineage"].iloc[0]) & (done["rung"] == lost["rung"].iloc[0])]
+    assert len(rerun) == 1 and rerun["resumed_images"].iloc[0] == IMAGES[int(lost["rung"].iloc[0]) - 1]
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"evaluator": "complexity", "objectives": "macs,params"}, "has no rungs to climb"),
+        ({"evaluator": "oneshot"}, "has no rungs to climb"),
+        ({"fidelity": "halving"}, "fidelity: unknown 'halving'"),
+        ({"eta": 1}, "eta: must be a whole number of at least 2"),
+        ({"rungs": 1}, "rungs: must be a whole number of at least 2"),
+        ({"min_fidelity": 0}, "min-fidelity: must be a whole number of images"),
+    ],
+)
+def test_settings_that_cannot_climb_are_refused(tmp_path: Path, changes: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        _settings(tmp_path, **changes)
+
+
+def test_cli_refuses_a_ladder_without_training_in_one_sentence(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "nas", "search", "--evaluator", "complexity", "--fidelity", "ladder",
+         "--runs-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "has no rungs to climb" in result.stderr + result.stdout and "Traceback" not in result.stderr
+
+
+def test_a_study_resumes_only_on_its_own_ladder(tmp_path: Path) -> None:
+    run_search(_settings(tmp_path, budget="2trials"))
+    with pytest.raises(ValueError, match="cannot be resumed with"):
+        run_search(_settings(tmp_path, budget="3trials", resume=True, eta=3))
