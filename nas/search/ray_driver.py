@@ -15,6 +15,13 @@ budget and each session's wall-clock span rebuilt from it). Tune's results and t
 ``runs/<study>/ray/``. ``--resume`` continues with ``Tuner.restore`` (errored trials are retried), and a
 trial whose worker process dies is retried up to twice (``FailureConfig``). A trial that fails reports its
 reason and NaN objectives, so it is recorded as failed in the trials table and the search goes on.
+
+On a fidelity ladder the searcher decides promotions with the rule the Optuna driver uses
+(:func:`nas.search.fidelity.next_promotion`, over the rung results in its ledger and the rungs it has under
+way): a promotion is a Tune trial of its own whose config names the lineage and rung (the inner
+``OptunaSearch`` suggests, and is told, rung-0 trials only). A promoted trial continues the lineage's
+checkpoint under ``runs/<study>/ladder/``: on a multi-node cluster that folder must be on storage every node
+sees (as the kept weights are).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from ray.tune.search import Searcher, SearchGenerator
 
 from nas.search.budget import BudgetTracker, Session, TrialCost, wall_seconds
 from nas.search.constraints import NothingFeasible, RejectionStreak
+from nas.search.fidelity import Ladder, RungResult, next_promotion
 from nas.search.progress import SearchProgress
 from nas.search.settings import SearchSettings
 from nas.search.trial import TrialRecord, TrialRunner, run_trial
@@ -39,6 +47,7 @@ from nas.search.trial import TrialRecord, TrialRunner, run_trial
 __all__ = ["BudgetedGenerator", "BudgetedSearcher", "collect_ray", "run_ray"]
 
 _NUMBER = "__number"  # the trial's sequence number, added to the config the trainable receives
+_STEP = "__step"  # on a ladder, a promotion's [lineage, rung]
 _RUNNERS: dict[str, TrialRunner] = {}  # this worker process's runner, by its settings
 _LIVE: dict[str, tuple[SearchProgress | None, Session]] = {}  # by study: this session's live view and span
 _STOPPED: dict[str, str] = {}  # by study: why the searcher stopped before the budget ran out
@@ -75,9 +84,12 @@ def ray_trial(config: dict[str, Any], settings: dict[str, Any]) -> None:
     from ray import tune
 
     runner = _runner(settings)
-    params = {k: v for k, v in config.items() if k != _NUMBER}
+    params = {k: v for k, v in config.items() if k not in (_NUMBER, _STEP)}
     number = config.get(_NUMBER, -1)
-    record = run_trial(runner, lambda: runner.space.sample(optuna.trial.FixedTrial(params)), number=number)
+    step = tuple(config[_STEP]) if config.get(_STEP) else None
+    record = run_trial(
+        runner, lambda: runner.space.sample(optuna.trial.FixedTrial(params)), number=number, step=step
+    )
     values = record.values or [math.nan] * len(runner.objectives)  # objectives on top, for the searcher
     tune.report({**record.attrs(), **dict(zip(runner.objectives, values, strict=True)), "number": number})
 
@@ -162,6 +174,9 @@ class BudgetedSearcher(Searcher):
         self.stopped: str | None = None  # why it stopped suggesting before the budget ran out
         self.live: set[str] = set()
         self.numbers: dict[str, int] = {}
+        self.space = settings.space
+        self.ladder = _ladder(settings)
+        self.steps: dict[str, tuple[int, int]] = {}  # on a ladder: each trial's (lineage, rung)
         self._open()
 
     def __getstate__(self) -> dict[str, Any]:  # Tune pickles the searcher: the ledger is read anew
@@ -189,17 +204,51 @@ class BudgetedSearcher(Searcher):
             return None
         if not self.tracker.can_start(pending=len(self.live - self.ledger.trials.keys())):  # not yet charged
             return None if self.live else Searcher.FINISHED
-        config = self.inner.suggest(trial_id)
-        if config is None or config == Searcher.FINISHED:
-            return config
+        promotion = self._promotion()
+        if promotion is not None:
+            config = {**self._params_of(promotion.lineage), _STEP: [promotion.lineage, promotion.rung]}
+        else:
+            config = self.inner.suggest(trial_id)
+            if config is None or config == Searcher.FINISHED:
+                return config
         number = min(set(range(len(self.used) + 1)) - self.used)  # the lowest no trial holds
         self.live.add(trial_id)
         self.used.add(number)
         self.numbers[trial_id] = number
+        if self.ladder is not None:
+            self.steps[trial_id] = (promotion.lineage, promotion.rung) if promotion else (number, 0)
         return {**config, _NUMBER: number}
 
+    def _promotion(self) -> Any:
+        """The promotion the ladder's rule asks for now (None: a new trial, or no ladder)."""
+        if self.ladder is None:
+            return None
+        results = []
+        for trial_id, (lineage, rung) in self.steps.items():
+            entry = self.ledger.trials.get(trial_id)
+            attrs = entry["attrs"] if entry else {}
+            if attrs.get("rejected"):
+                continue
+            done = entry is not None and entry["values"] and attrs.get("feasible", True)
+            values = tuple(entry["values"][o] for o in self.objectives) if done else None
+            results.append(RungResult(lineage, rung, values))
+        return next_promotion(results, self.ladder, self.directions)
+
+    def _params_of(self, lineage: int) -> dict[str, Any]:
+        """The suggested parameters of ``lineage``'s architecture (from its rung-0 record)."""
+        from nas.arch import Arch
+        from search_spaces import get_space
+
+        entry = next(e for e in self.ledger.trials.values() if e["number"] == lineage)
+        return get_space(self.space).encode(Arch.from_json(entry["attrs"]["arch_json"]))
+
+    def _inner_knows(self, trial_id: str) -> bool:
+        """Whether the inner searcher suggested ``trial_id`` (a promotion it never saw)."""
+        return trial_id not in self.steps or self.steps[trial_id][1] == 0
+
     def on_trial_result(self, trial_id: str, result: dict) -> None:
-        self.inner.on_trial_result(trial_id, result)
+        if self._inner_knows(trial_id):
+            self.inner.on_trial_result(trial_id, result)
         result = _nested(result)
         if "cost" in result:  # a trial reports once, at its end: recorded before Tune writes result.json
             self._record(trial_id, result)
@@ -207,11 +256,12 @@ class BudgetedSearcher(Searcher):
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         self.live.discard(trial_id)
         nested = _nested(result or {})
-        told = getattr(self.inner, "_ot_trials", {}).get(trial_id)  # OptunaSearch's trial: no public accessor
-        for name, value in (nested.get("constraints") or {}).items():
-            if told is not None:  # what its sampler (TPE, NSGA-II, GP) reads as feasibility, as on Optuna
-                told.set_constraint(name, float(value))
-        self.inner.on_trial_complete(trial_id, result=result, error=error)
+        if self._inner_knows(trial_id):
+            told = getattr(self.inner, "_ot_trials", {}).get(trial_id)  # OptunaSearch's: no public accessor
+            for name, value in (nested.get("constraints") or {}).items():
+                if told is not None:  # what its sampler (TPE, NSGA-II, GP) reads as feasibility, as on Optuna
+                    told.set_constraint(name, float(value))
+            self.inner.on_trial_complete(trial_id, result=result, error=error)
         self._record(trial_id, nested)
 
     def _record(self, trial_id: str, result: dict[str, Any]) -> None:
@@ -219,6 +269,8 @@ class BudgetedSearcher(Searcher):
         if trial_id in self.ledger.trials:
             return
         number = self.numbers.get(trial_id, -1)
+        if trial_id in self.steps and "rung" not in result:  # it errored before it could report its rung
+            result = {**result, "lineage": self.steps[trial_id][0], "rung": self.steps[trial_id][1]}
         record = _record_of(result, number, self.objectives, self.directions, self.tracker.budget)
         entry = {
             "trial": trial_id,
@@ -282,7 +334,28 @@ def _record_of(
     metrics, baseline = result.get("metrics") or {}, result.get("baseline", "")
     constraints = {k: float(v) for k, v in (result.get("constraints") or {}).items()}
     rejected = bool(result.get("rejected"))
-    return TrialRecord(arch, metrics, cost, reason, baseline, objectives, directions, constraints, rejected)
+    rung, lineage = result.get("rung"), result.get("lineage")
+    return TrialRecord(
+        arch,
+        metrics,
+        cost,
+        reason,
+        baseline,
+        objectives,
+        directions,
+        constraints,
+        rejected,
+        None if rung is None else int(rung),
+        None if lineage is None else int(lineage),
+    )
+
+
+def _ladder(settings: SearchSettings) -> Ladder | None:
+    """The search's ladder as the searcher sees it: rung 0's images only matter to the workers, which
+    resolve the default from the data (``TrialRunner.ladder``)."""
+    if settings.fidelity != "ladder":
+        return None
+    return Ladder(settings.eta, settings.rungs, settings.min_fidelity or 1)
 
 
 class BudgetedGenerator(SearchGenerator):
