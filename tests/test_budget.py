@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
 import random
 import subprocess
 import sys
@@ -452,3 +453,23 @@ def test_importing_the_budget_imports_nothing_heavy() -> None:
         "assert not heavy, heavy"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_ladder_projects_its_promotions_into_the_trials_left() -> None:
+    """Six cheap rung-0 trials (1 s each) on an eta=3, 3-rung ladder: the plain mean would buy one trial per
+    second left, but a third of the architectures go on to rung 1 (2 s more: 2 rung-0 units of images) and
+    a ninth to rung 2 (6 s more): 2.33 s and 1.44 trials per architecture."""
+    tracker = BudgetTracker("10min", ladder=(3, 3))
+    plain = BudgetTracker("10min")
+    for n in range(6):
+        for t in (tracker, plain):
+            t.charge(TrialCost(1.0, label=f"trial {n}", rung=0))
+    per_architecture_cost, per_architecture_trials = 1 + 2 / 3 + 6 / 9, 1 + 1 / 3 + 1 / 9
+    expected = 6 + math.floor(594 / (per_architecture_cost / per_architecture_trials))
+    assert plain.projected_trials() == 600
+    assert tracker.projected_trials() == expected
+    # once rung 1 has trials of its own, their measured cost replaces the images-based guess
+    tracker.charge(TrialCost(5.0, label="trial 6", rung=1))
+    mean_trial = (1 + 5 / 3 + 6 / 9) / per_architecture_trials  # rung 2 still rung 0's mean times 6
+    assert tracker.projected_trials() == 7 + math.floor(589 / mean_trial)
+    assert TrialCost.from_dict(TrialCost(1.0, rung=2).to_dict()).rung == 2

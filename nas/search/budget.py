@@ -261,6 +261,7 @@ class TrialCost:
     device: DeviceKind = "cpu"
     label: str = "trial"
     overhead: bool = False
+    rung: int | None = None  # on a fidelity ladder, the rung the trial trained to
 
     def __post_init__(self) -> None:
         if isinstance(self.seconds, bool) or not isinstance(self.seconds, (int, float)):
@@ -278,11 +279,18 @@ class TrialCost:
             raise ValueError(f"{self.label}: a CPU trial holds 1 device, not {self.devices}")
 
     @classmethod
-    def of(cls, seconds: float, gpus: int = 0, label: str = "trial", overhead: bool = False) -> TrialCost:
+    def of(
+        cls,
+        seconds: float,
+        gpus: int = 0,
+        label: str = "trial",
+        overhead: bool = False,
+        rung: int | None = None,
+    ) -> TrialCost:
         """The cost of ``seconds`` on ``gpus`` GPUs, or on the CPU (1 device) when ``gpus`` is 0."""
         if gpus:
-            return cls(seconds, gpus, "gpu", label, overhead)
-        return cls(seconds, 1, "cpu", label, overhead)
+            return cls(seconds, gpus, "gpu", label, overhead, rung)
+        return cls(seconds, 1, "cpu", label, overhead, rung)
 
     @property
     def charge(self) -> float:
@@ -296,6 +304,7 @@ class TrialCost:
             "device": self.device,
             "label": self.label,
             "overhead": self.overhead,
+            **({"rung": self.rung} if self.rung is not None else {}),
         }
 
     @classmethod
@@ -306,6 +315,7 @@ class TrialCost:
             data.get("device", "cpu"),
             data.get("label", "trial"),
             data.get("overhead", False),
+            data.get("rung"),
         )
 
 
@@ -349,10 +359,12 @@ class BudgetTracker:
         window: int = 10,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] | None = None,
+        ladder: tuple[int, int] | None = None,
     ) -> None:
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise ValueError(f"window must be a whole number of at least 1, not {window!r}")
         self.budget = Budget.parse(budget)
+        self.ladder = ladder  # (eta, rungs) of a fidelity ladder: the projection counts its promotions
         self.window = window
         self._clock = clock
         self._wall = wall
@@ -504,7 +516,27 @@ class BudgetTracker:
                     return None
                 return max(trials, math.floor(trials * budget.amount / elapsed))
             left = max(budget.amount - self.device_seconds, 0.0)
-            return trials + math.floor(left / estimate)
+            return trials + math.floor(left / (self._ladder_trial_cost() or estimate))
+
+    def _ladder_trial_cost(self) -> float | None:
+        """On a fidelity ladder, a trial's expected cost once rungs are in their steady mix: rung ``r`` is
+        ``eta**-r`` of the trials (normalized), and costs the mean of its recent trials, or, before any
+        reached it, rung 0's mean times the images it adds (``eta**r - eta**(r-1)`` rung-0 units). Early in a
+        search nearly every trial is a cheap rung-0 one: the plain mean would project too many. None without
+        a ladder or a rung-0 trial."""
+        if self.ladder is None:
+            return None
+        eta, rungs = self.ladder
+        recent: dict[int, list[float]] = {}
+        for cost in self._charges:
+            if not cost.overhead and cost.rung is not None:
+                recent.setdefault(cost.rung, []).append(cost.charge)
+        if not recent.get(0):
+            return None
+        means = {r: math.fsum(c[-self.window :]) / len(c[-self.window :]) for r, c in recent.items()}
+        shares = [eta**-r for r in range(rungs)]
+        costs = [means.get(r, means[0] * (eta**r - eta ** (r - 1) if r else 1)) for r in range(rungs)]
+        return math.fsum(p * c for p, c in zip(shares, costs, strict=True)) / math.fsum(shares)
 
     def summary(self) -> str:
         """One line for the log: what was spent, what a trial costs, how many trials the budget buys."""

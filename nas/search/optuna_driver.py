@@ -170,7 +170,7 @@ class StudyBudget:
     def __init__(self, settings: SearchSettings, session: Session | None = None) -> None:
         self.session = session
         self._spans: list[tuple[float, float]] = []
-        self.tracker = BudgetTracker(settings.budget, wall=self._wall)
+        self.tracker = BudgetTracker(settings.budget, wall=self._wall, ladder=settings.ladder_shape)
         self._charged: set[int] = set()
         self._overheads = 0
 

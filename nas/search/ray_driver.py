@@ -136,10 +136,10 @@ class Ledger:
             span = self.sessions.setdefault(entry["session"], [entry["session_start"], entry["end"]])
             span[1] = max(span[1], entry["end"])
 
-    def tracker(self, budget: str, spans: Any = None) -> BudgetTracker:
+    def tracker(self, budget: str, spans: Any = None, ladder: tuple[int, int] | None = None) -> BudgetTracker:
         """The budget with every charge so far; wall time over the sessions' spans (or ``spans()``)."""
         spans = spans or (lambda: list(self.sessions.values()))
-        tracker = BudgetTracker(budget, wall=lambda: wall_seconds(spans()))
+        tracker = BudgetTracker(budget, wall=lambda: wall_seconds(spans()), ladder=ladder)
         for cost in [*self.overhead, *(t["attrs"]["cost"] for t in self.trials.values())]:
             tracker.charge(TrialCost.from_dict(cost))
         return tracker
@@ -176,6 +176,7 @@ class BudgetedSearcher(Searcher):
         self.numbers: dict[str, int] = {}
         self.space = settings.space
         self.ladder = _ladder(settings)
+        self.ladder_shape = settings.ladder_shape
         self.steps: dict[str, tuple[int, int]] = {}  # on a ladder: each trial's (lineage, rung)
         self._open()
 
@@ -183,7 +184,8 @@ class BudgetedSearcher(Searcher):
         return {k: v for k, v in self.__dict__.items() if k not in ("session", "ledger", "tracker", "used")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
+        # a searcher pickled before the ladder existed searches on a single fidelity
+        self.__dict__.update({"ladder": None, "ladder_shape": None, "steps": {}, **state})
         self._open()
 
     def _open(self) -> None:
@@ -191,7 +193,9 @@ class BudgetedSearcher(Searcher):
         self.session = _LIVE.get(self.view, (None, Session()))[1]
         self.ledger = read_ledger(self.path)
         others = [span for sid, span in self.ledger.sessions.items() if sid != self.session.id]
-        self.tracker = self.ledger.tracker(self.ledger.budget, lambda: [*others, self.session.span()])
+        self.tracker = self.ledger.tracker(
+            self.ledger.budget, lambda: [*others, self.session.span()], self.ladder_shape
+        )
         self.used = set(self.numbers.values()) | {t["number"] for t in self.ledger.trials.values()}
 
     def set_search_properties(self, metric: Any, mode: Any, config: dict, **spec: Any) -> bool:
@@ -527,5 +531,5 @@ def collect_ray(settings: SearchSettings) -> tuple[Any, str, BudgetTracker]:
     return (
         frame_from_rows(rows, objectives),
         str(experiment_dir(settings)),
-        ledger.tracker(ledger.budget or settings.budget),
+        ledger.tracker(ledger.budget or settings.budget, ladder=settings.ladder_shape),
     )

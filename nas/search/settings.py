@@ -221,6 +221,12 @@ class SearchSettings:
         )
 
     @property
+    def ladder_shape(self) -> tuple[int, int] | None:
+        """(eta, rungs) of the fidelity ladder, None for a single fidelity: what a budget's projection of
+        the trials left needs."""
+        return (self.eta, self.rungs) if self.fidelity == "ladder" else None
+
+    @property
     def measures_latency(self) -> bool:
         """Whether trials measure ``latency_ms`` (an objective, or a limit, asks for it)."""
         return self.max_latency is not None or any(o.name == "latency_ms" for o in self.parsed_objectives)

@@ -170,9 +170,11 @@ class TrialRunner:
     def device_kind(self) -> str:
         return "gpu" if self.gpus else "cpu"
 
-    def cost(self, seconds: float, label: str = "trial", overhead: bool = False) -> TrialCost:
+    def cost(
+        self, seconds: float, label: str = "trial", overhead: bool = False, rung: int | None = None
+    ) -> TrialCost:
         """What ``seconds`` of this worker's time cost: the one charge formula of both engines."""
-        return TrialCost.of(seconds, gpus=self.gpus, label=label, overhead=overhead)
+        return TrialCost.of(seconds, gpus=self.gpus, label=label, overhead=overhead, rung=rung)
 
     @property
     def ladder(self) -> Any:
@@ -348,7 +350,12 @@ def run_trial(
     return TrialRecord(
         arch,
         metrics,
-        runner.cost(time.perf_counter() - start, label=label, overhead=interrupted or rejected),
+        runner.cost(
+            time.perf_counter() - start,
+            label=label,
+            overhead=interrupted or rejected,
+            rung=step[1] if step and not rejected else None,
+        ),
         reason,
         runner.baselines.get(arch.key, "") if arch is not None else "",
         runner.objectives,
