@@ -336,7 +336,8 @@ def run_trial(
             if rejected:
                 metrics = _jsonable({**measured, "host": socket.gethostname(), "pid": os.getpid()})
             else:
-                metrics = _jsonable(runner.evaluate(arch, report, step))
+                ladder = {"step": step} if step is not None else {}  # the evaluate of a single fidelity
+                metrics = _jsonable(runner.evaluate(arch, report, **ladder))
                 _check_produced(runner, metrics)
     except KeyboardInterrupt as err:
         reason = failure_reason(err)
