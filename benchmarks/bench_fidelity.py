@@ -1,0 +1,308 @@
+"""Single fidelity against the fidelity ladder: which finds the better front for the same device time?
+
+What: ``nas search`` of the ``coatnet`` space (cpu proxy profile, real training on Fashion-MNIST, TPE, no
+baselines, one worker, torch pinned to ``--threads``) under the same device-time budget ``--budget`` (default
+``5min`` of CPU time), for ``--seeds`` (0 1 2) each:
+
+- ``single``: every trial the profile's proxy training (2000 images, one epoch);
+- ``ladder``: ``--fidelity ladder`` with ``--eta`` (3), ``--rungs`` (3) and ``--min-fidelity`` (500 images):
+  rungs of 500, 1500 and 4500 images, each promotion continuing its checkpoint.
+
+Scoring is the same for both: every architecture that is on a run's front at one of ``--checkpoints`` (10)
+evenly spaced moments of its device time, or at its end, is trained once more from scratch by the judge (the
+ladder's top rung: ``train_proxy`` on 4500 images with a schedule spanning them, seed 0, the data split of
+seed 0), and the run's hypervolume at that moment is the hypervolume of its front members' judged points
+(top-1 at the top rung, MACs at 224 px). A single-fidelity front is picked by the proxy's top-1, a ladder's by
+its top rung's: the judge then says how good the picks are. Hypervolume is taken in (top-1 %, log10 MACs)
+from the reference (10 %, 1e11 MACs) and divided by the box up to (100 %, 1e8 MACs).
+
+Reported: per method and seed the judged hypervolume over device time and at the end; the device time the
+ladder needs to reach the single-fidelity run's final hypervolume of the same seed, as a fraction of the
+budget and of the time single fidelity itself took to get there (target: the ladder needs <= 1/2 of single
+fidelity's time; moonshot 1/3); the rank agreement between the ladder's rungs (Spearman of top-1 over the
+architectures that completed both), the first suspect when it misses.
+
+Run from the repository root on a quiet machine (about 30 minutes of searches plus 15 of judging at the
+defaults on 2 CPU cores; runs, judged scores and results are cached under ``--work``
+(``runs/bench_fidelity``), so a killed run resumes where it stopped)::
+
+    .venv/bin/python benchmarks/bench_fidelity.py [--budget 5min] [--seeds 0 1 2] [--threads 2]
+
+It prints a table and writes ``bench_fidelity.json`` and ``bench_fidelity.png`` (judged hypervolume against
+device time, both methods, every seed) under ``--out`` (``benchmarks/results``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from evaluators.data import load_dataset  # noqa: E402
+from evaluators.proxy import Fidelity, train_proxy  # noqa: E402
+from evaluators.ranking import spearman  # noqa: E402
+from nas.arch import Arch  # noqa: E402
+from nas.atomic import replaced  # noqa: E402
+from nas.search.run import run_search  # noqa: E402
+from nas.search.settings import SearchSettings  # noqa: E402
+from results.pareto import hypervolume, pareto_front  # noqa: E402
+from search_spaces import get_space  # noqa: E402
+
+SPACE = "coatnet"
+DIRECTIONS = ("maximize", "minimize")
+REFERENCE, IDEAL = (10.0, 11.0), (100.0, 8.0)  # (top-1 %, log10 MACs)
+TARGET, MOONSHOT = 0.5, 1 / 3
+
+
+def _search(method: str, seed: int, args: argparse.Namespace) -> pd.DataFrame:
+    """The trials table of one search (run now, or read back from a finished earlier run)."""
+    study = f"{method}-s{seed}"
+    run_dir = args.work / "runs" / study
+    done = run_dir / "done.json"
+    if done.exists():
+        return pd.read_csv(run_dir / "trials.csv")
+    ladder = {"fidelity": "ladder", "eta": args.eta, "rungs": args.rungs, "min_fidelity": args.min_fidelity}
+    settings = SearchSettings(
+        space=SPACE,
+        evaluator="proxy",
+        budget=args.budget,
+        baselines=False,
+        seed=seed,
+        runs_dir=str(args.work / "runs"),
+        study=study,
+        resume=(run_dir / "study.db").exists(),
+        **(ladder if method == "ladder" else {}),
+    )
+    outcome = run_search(settings)
+    done.write_text(json.dumps({"seconds": float(outcome.trials["charge"].sum())}))
+    return outcome.trials
+
+
+def _eligible(table: pd.DataFrame, method: str, top: int) -> pd.DataFrame:
+    done = table[table["state"] == "COMPLETE"]
+    return done[done["rung"] == top] if method == "ladder" else done
+
+
+def _fronts(table: pd.DataFrame, method: str, args: argparse.Namespace) -> list[tuple[float, list[str]]]:
+    """(device seconds spent, the front's arch keys) at each checkpoint of the run's device time and at its
+    end; the front as the run saw it (its own top-1: the proxy's, or the top rung's)."""
+    table = table.sort_values("number")
+    spent = table["charge"].fillna(0.0).cumsum()
+    total = float(spent.iloc[-1]) if len(spent) else 0.0
+    moments = [total * (i + 1) / args.checkpoints for i in range(args.checkpoints)]
+    out = []
+    for moment in moments:
+        known = table[spent <= moment + 1e-9]
+        eligible = _eligible(known, method, args.rungs - 1)
+        points = [(float(r.top1), float(r.macs)) for r in eligible.itertuples()]
+        keys = [eligible["arch_json"].iloc[i] for i in pareto_front(points, DIRECTIONS)] if points else []
+        out.append((moment, sorted(set(keys))))
+    return out
+
+
+class Judge:
+    """Trains an architecture at the ladder's top rung, once; scores cached in ``<work>/judged.json``."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.path = args.work / "judged.json"
+        self.scores: dict[str, float] = json.loads(self.path.read_text()) if self.path.exists() else {}
+        self.images = args.min_fidelity * args.eta ** (args.rungs - 1)
+        self.profile = get_space(SPACE).profile("cpu")
+        self.data = None
+        self.seconds = 0.0
+
+    def top1(self, arch_json: str) -> float:
+        arch = Arch.from_json(arch_json)
+        if arch.key not in self.scores:
+            if self.data is None:
+                self.data = load_dataset("fashion-mnist", img_size=self.profile.img_size, seed=0)
+            start = time.perf_counter()
+            with tempfile.TemporaryDirectory() as tmp:
+                fidelity = Fidelity(self.images, self.images, Path(tmp) / "judge.pt")
+                result = train_proxy(arch, self.profile, self.data, seed=0, fidelity=fidelity)
+            self.seconds += time.perf_counter() - start
+            self.scores[arch.key] = float(result["top1"])
+            with replaced(self.path) as tmp_path:
+                tmp_path.write_text(json.dumps(self.scores, indent=1, sort_keys=True))
+            print(f"    judged {arch.key}: top-1 {result['top1']:.2f}", flush=True)
+        return self.scores[arch.key]
+
+
+def _normalized_hv(points: list[tuple[float, float]]) -> float:
+    logged = [(top1, math.log10(macs)) for top1, macs in points]
+    box = (IDEAL[0] - REFERENCE[0]) * (REFERENCE[1] - IDEAL[1])
+    return hypervolume(logged, DIRECTIONS, REFERENCE) / box if logged else 0.0
+
+
+def _macs(arch_json: str) -> float:
+    from evaluators.complexity import count
+
+    return float(count(Arch.from_json(arch_json), img_size=224).macs)
+
+
+def _curve(fronts: list[tuple[float, list[str]]], judge: Judge) -> list[tuple[float, float]]:
+    return [(t, _normalized_hv([(judge.top1(k), _macs(k)) for k in keys])) for t, keys in fronts]
+
+
+def _time_to_reach(curve: list[tuple[float, float]], level: float) -> float:
+    """The first checkpoint's device seconds at which the curve reaches ``level`` (inf: never)."""
+    return next((t for t, hv in curve if hv >= level - 1e-12), math.inf)
+
+
+def _rank_agreement(table: pd.DataFrame, rungs: int) -> list[dict[str, Any]]:
+    done = table[table["state"] == "COMPLETE"]
+    out = []
+    for r in range(rungs - 1):
+        low = done[done["rung"] == r].set_index("lineage")["top1"]
+        high = done[done["rung"] == r + 1].set_index("lineage")["top1"]
+        both = low.index.intersection(high.index)
+        rho = spearman(low[both].tolist(), high[both].tolist()) if len(both) >= 3 else math.nan
+        out.append({"from": r, "to": r + 1, "n": len(both), "spearman": rho})
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--budget", default="5min")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--eta", type=int, default=3)
+    parser.add_argument("--rungs", type=int, default=3)
+    parser.add_argument("--min-fidelity", type=int, default=500)
+    parser.add_argument("--checkpoints", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--work", type=Path, default=ROOT / "runs" / "bench_fidelity")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    args.work.mkdir(parents=True, exist_ok=True)
+    print(
+        f"bench_fidelity: {SPACE}, budget {args.budget} per search, seeds {args.seeds}, torch threads "
+        f"{args.threads}; ladder eta {args.eta}, {args.rungs} rungs from {args.min_fidelity} images",
+        flush=True,
+    )
+
+    tables = {(m, s): _search(m, s, args) for s in args.seeds for m in ("single", "ladder")}
+    judge = Judge(args)
+    runs = []
+    for (method, seed), table in tables.items():
+        curve = _curve(_fronts(table, method, args), judge)
+        runs.append(
+            {
+                "method": method,
+                "seed": seed,
+                "trials": int((table["state"] == "COMPLETE").sum()),
+                "architectures": int(table["arch"].nunique()),
+                "device_seconds": float(table["charge"].fillna(0).sum()),
+                "curve": curve,
+                "final_hv": curve[-1][1] if curve else 0.0,
+                "rank_agreement": _rank_agreement(table, args.rungs) if method == "ladder" else [],
+            }
+        )
+    by = {(r["method"], r["seed"]): r for r in runs}
+    pairs = []
+    for seed in args.seeds:
+        single, ladder = by[("single", seed)], by[("ladder", seed)]
+        level = single["final_hv"]
+        t_single = _time_to_reach(single["curve"], level)
+        t_ladder = _time_to_reach(ladder["curve"], level)
+        pairs.append(
+            {
+                "seed": seed,
+                "single_final_hv": level,
+                "ladder_final_hv": ladder["final_hv"],
+                "single_seconds_to_its_final": t_single,
+                "ladder_seconds_to_single_final": t_ladder,
+                "ratio_to_single_time": t_ladder / t_single if t_single > 0 else math.nan,
+                "ratio_to_budget": t_ladder / single["device_seconds"],
+            }
+        )
+    ratios = [p["ratio_to_single_time"] for p in pairs]
+    finite = [r for r in ratios if math.isfinite(r)]
+    summary = {
+        "single_final_hv_mean": statistics.fmean(by[("single", s)]["final_hv"] for s in args.seeds),
+        "ladder_final_hv_mean": statistics.fmean(by[("ladder", s)]["final_hv"] for s in args.seeds),
+        "single_final_hv_std": statistics.pstdev(by[("single", s)]["final_hv"] for s in args.seeds),
+        "ladder_final_hv_std": statistics.pstdev(by[("ladder", s)]["final_hv"] for s in args.seeds),
+        "ratio_median": statistics.median(ratios) if ratios else math.nan,
+        "ratios": ratios,
+        "reached": f"{len(finite)} of {len(ratios)} seeds",
+        "target": TARGET,
+        "met": bool(ratios) and all(r <= TARGET for r in ratios),
+        "judge_seconds_this_run": judge.seconds,
+    }
+    print(f"\n{'seed':>4} {'single HV':>10} {'ladder HV':>10} {'single t':>9} {'ladder t':>9} {'ratio':>6}")
+    for p in pairs:
+        print(f"{p['seed']:>4} {p['single_final_hv']:>10.4f} {p['ladder_final_hv']:>10.4f} "
+              f"{p['single_seconds_to_its_final']:>8.0f}s {p['ladder_seconds_to_single_final']:>8.0f}s "
+              f"{p['ratio_to_single_time']:>6.2f}")  # fmt: skip
+    for r in runs:
+        if r["method"] == "ladder":
+            agreement = ", ".join(
+                f"{a['from']}->{a['to']}: {a['spearman']:+.2f} (n={a['n']})" for a in r["rank_agreement"]
+            )
+            print(
+                f"  ladder seed {r['seed']}: {r['trials']} trials, {r['architectures']} architectures; "
+                f"rank agreement {agreement}"
+            )
+        else:
+            print(f"  single seed {r['seed']}: {r['trials']} trials")
+    print(
+        f"final HV single {summary['single_final_hv_mean']:.4f} +- {summary['single_final_hv_std']:.4f}, "
+        f"ladder {summary['ladder_final_hv_mean']:.4f} +- {summary['ladder_final_hv_std']:.4f}; the ladder's "
+        f"time to single's final HV over single's own: median {summary['ratio_median']:.2f} "
+        f"(target <= {TARGET}): {'MET' if summary['met'] else 'MISSED'}"
+    )
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    document = {
+        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "machine": {"platform": platform.platform(), "torch": torch.__version__, "threads": args.threads},
+        "runs": runs,
+        "pairs": pairs,
+        "summary": summary,
+    }
+    with replaced(args.out / "bench_fidelity.json") as tmp:
+        tmp.write_text(json.dumps(document, indent=1, default=float))
+    _plot(runs, args.out / "bench_fidelity.png")
+    print(f"wrote {args.out / 'bench_fidelity.json'} and bench_fidelity.png")
+
+
+def _plot(runs: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    colors = {"single": "#1f77b4", "ladder": "#d62728"}
+    for run in runs:
+        xs = [t / 60 for t, _ in run["curve"]]
+        ys = [hv for _, hv in run["curve"]]
+        ax.plot(xs, ys, "o-", ms=3, color=colors[run["method"]], alpha=0.8,
+                label=f"{run['method']} (seed {run['seed']})")  # fmt: skip
+    ax.set_xlabel("device time (CPU minutes)")
+    ax.set_ylabel("judged hypervolume (normalized)")
+    ax.set_title("front judged at the top rung, single fidelity vs ladder")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    with replaced(path) as tmp:
+        fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
