@@ -43,6 +43,8 @@ bench: setup
 	$(PY) benchmarks/bench_proxy.py
 	$(PY) benchmarks/bench_cost_scaling.py
 	$(PY) benchmarks/bench_search.py
+	$(PY) benchmarks/bench_latency.py
+	$(PY) benchmarks/bench_fidelity.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
