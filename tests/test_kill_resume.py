@@ -170,7 +170,12 @@ def test_ray_search_survives_repeated_sigkill_through_tuner_restore(ray_head, tm
         )  # fmt: skip
         lines = _Lines(proc)
         killed = _kill_when(proc, lambda lines=lines: lines.ended_trials() > 0, rng, timeout=180)
-        assert killed, f"the search ended before kill {kill + 1}: {lines.text()}"
+        if not killed:  # trials of 32 px take milliseconds: under load a session can finish the budget
+            # between its first ended trial and the kill; three kills and restores are the least accepted
+            assert kill >= 3 and f"{BUDGET} trials complete" in lines.text(), (
+                f"the search ended before kill {kill + 1}: {lines.text()}"
+            )
+            break
         now = _ray_results(exp)
         for number, record in seen.items():
             assert now.get(number) == record, (kill, number)

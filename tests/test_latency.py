@@ -22,7 +22,7 @@ from evaluators.latency import (
     measured_latency_ms,
     whole_network_ms,
 )
-from nas.arch import Arch
+from nas.arch import Arch, Stage, Stem
 from search_spaces import get_space, list_spaces
 
 IMG = 32  # the smallest image every baseline runs at (total stride 32)
@@ -309,3 +309,22 @@ def test_measuring_restores_threads_and_leaves_the_random_stream_alone(tmp_path:
         torch.set_num_threads(before)
     torch.manual_seed(123)
     assert torch.equal(drawn, torch.rand(4))
+
+
+def test_training_after_a_measurement_in_the_same_process(tmp_path: Path) -> None:
+    """Parts built under inference mode fill the attention ops' caches (relative indices, local-attention
+    masks); a network trained afterwards in the same process (a search measures latency, then trains)
+    must not meet those tensors: autograd cannot save inference tensors."""
+    from nas.model import build_model
+    from nas.ops.local_attention import _geometry
+    from nas.ops.rel_attention import _head_relative_index, relative_index
+
+    for cache in (_geometry, _head_relative_index, relative_index):
+        cache.cache_clear()
+    arch = Arch(
+        Stem("conv", 16), (Stage("transformer", "rel", 1, 32), Stage("transformer", "local", 1, 32, k=3))
+    )
+    _table(tmp_path).predict(arch, IMG)
+    model = build_model(arch, num_classes=10, img_size=IMG)
+    model(torch.randn(2, 3, IMG, IMG)).sum().backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)

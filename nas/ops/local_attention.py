@@ -69,6 +69,15 @@ class _Geometry(NamedTuple):
 
 @functools.lru_cache(maxsize=64)
 def _geometry(h: int, w: int, kernel: int, block: int, device: torch.device, dtype: torch.dtype) -> _Geometry:
+    # cached, so made outside inference mode even when first asked for inside it (a latency measurement):
+    # a cached inference tensor would break every later training step
+    with torch.inference_mode(False):
+        return _make_geometry(h, w, kernel, block, device, dtype)
+
+
+def _make_geometry(
+    h: int, w: int, kernel: int, block: int, device: torch.device, dtype: torch.dtype
+) -> _Geometry:
     pad, win = (kernel - 1) // 2, block + kernel - 1
     nbh, nbw = -(-h // block), -(-w // block)
     # Finite, so that the augmented products never compute inf * 0 = NaN, and small enough that a row mask

@@ -28,21 +28,25 @@ def relative_index(height: int, width: int, device: torch.device | None = None) 
     """(N, N) index into a flattened (2H-1, 2W-1) table for every query/key pair of an H x W map.
 
     Cached per size and device, not held as a buffer: the module then owns only its learned state, so a
-    supernet can build it on the meta device and lend it sliced weights."""
-    rows, cols = torch.meshgrid(
-        torch.arange(height, device=device), torch.arange(width, device=device), indexing="ij"
-    )
-    coords = torch.stack((rows.flatten(), cols.flatten()))  # (2, N)
-    rel = coords[:, :, None] - coords[:, None, :]  # (2, N, N), offsets in [-(H-1), H-1] x [-(W-1), W-1]
-    return (rel[0] + height - 1) * (2 * width - 1) + (rel[1] + width - 1)
+    supernet can build it on the meta device and lend it sliced weights. Made outside inference mode even
+    when first asked for inside it (a latency measurement): a cached inference tensor would break every
+    later training step."""
+    with torch.inference_mode(False):
+        rows, cols = torch.meshgrid(
+            torch.arange(height, device=device), torch.arange(width, device=device), indexing="ij"
+        )
+        coords = torch.stack((rows.flatten(), cols.flatten()))  # (2, N)
+        rel = coords[:, :, None] - coords[:, None, :]  # (2, N, N), offsets in [-(H-1), H-1] x [-(W-1), W-1]
+        return (rel[0] + height - 1) * (2 * width - 1) + (rel[1] + width - 1)
 
 
 @functools.lru_cache(maxsize=32)
 def _head_relative_index(heads: int, height: int, width: int, device: torch.device | None) -> torch.Tensor:
     """:func:`relative_index` for every head at once, into the flattened (heads, 2H-1, 2W-1) table."""
     per_head = (2 * height - 1) * (2 * width - 1)
-    offsets = torch.arange(heads, device=device)[:, None] * per_head
-    return (offsets + relative_index(height, width, device=device).flatten()[None]).flatten()
+    with torch.inference_mode(False):  # cached: never an inference tensor (see relative_index)
+        offsets = torch.arange(heads, device=device)[:, None] * per_head
+        return (offsets + relative_index(height, width, device=device).flatten()[None]).flatten()
 
 
 class RelAttention(nn.Module):
