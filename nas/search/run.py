@@ -54,9 +54,7 @@ def run_search(settings: SearchSettings, console: Console | None = None) -> Sear
     stopped = None
     ran = None
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # a stopped job saves its table like Ctrl-C
-    progress = SearchProgress(
-        title, objectives, console, settings.rungs - 1 if settings.fidelity == "ladder" else None
-    )
+    progress = SearchProgress(title, objectives, console, settings.top_rung)
     try:
         with progress:
             if settings.backend == "optuna":
@@ -82,10 +80,8 @@ def run_search(settings: SearchSettings, console: Console | None = None) -> Sear
     save_trials(frame, settings.run_dir)
     from results.export import prune_weights
 
-    top = settings.rungs - 1 if settings.fidelity == "ladder" else None
-    prune_weights(
-        settings.run_dir, frame, [str(o) for o in objectives], top
-    )  # only the front's networks stay
+    # only the front's networks stay
+    prune_weights(settings.run_dir, frame, [str(o) for o in objectives], settings.top_rung)
     counts = {str(k): int(v) for k, v in frame["state"].value_counts().items()} if len(frame) else {}
     manifest = write_manifest(
         settings,

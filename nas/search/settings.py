@@ -227,6 +227,11 @@ class SearchSettings:
         return (self.eta, self.rungs) if self.fidelity == "ladder" else None
 
     @property
+    def top_rung(self) -> int | None:
+        """The ladder's top rung, whose results alone make the front; None for a single fidelity."""
+        return self.rungs - 1 if self.fidelity == "ladder" else None
+
+    @property
     def measures_latency(self) -> bool:
         """Whether trials measure ``latency_ms`` (an objective, or a limit, asks for it)."""
         return self.max_latency is not None or any(o.name == "latency_ms" for o in self.parsed_objectives)
