@@ -32,12 +32,12 @@ def relative_index(height: int, width: int, device: torch.device | None = None) 
     when first asked for inside it (a latency measurement): a cached inference tensor would break every
     later training step."""
     with torch.inference_mode(False):
-        rows, cols = torch.meshgrid(
-            torch.arange(height, device=device), torch.arange(width, device=device), indexing="ij"
-        )
-        coords = torch.stack((rows.flatten(), cols.flatten()))  # (2, N)
-        rel = coords[:, :, None] - coords[:, None, :]  # (2, N, N), offsets in [-(H-1), H-1] x [-(W-1), W-1]
-        return (rel[0] + height - 1) * (2 * width - 1) + (rel[1] + width - 1)
+        # offset (dy, dx) sits at (dy + H - 1) * (2W - 1) + (dx + W - 1); with a = y * (2W - 1) + x per
+        # position that is a_i - a_j + (H - 1) * (2W - 1) + W - 1: one (N, N) subtraction
+        row_stride = 2 * width - 1
+        rows = torch.arange(height, device=device)[:, None] * row_stride
+        flat = (rows + torch.arange(width, device=device)[None]).flatten()  # (N,)
+        return flat[:, None] - (flat - (height - 1) * row_stride - (width - 1))[None, :]
 
 
 @functools.lru_cache(maxsize=32)
