@@ -438,7 +438,9 @@ def search(
         outcome = run_search(settings, console)
     states = outcome.trials["state"].value_counts() if len(outcome.trials) else {}
     done, rejected = int(states.get("COMPLETE", 0)), int(states.get("INFEASIBLE", 0))
+    repeats = int(states.get("REPEAT", 0))
     also = f", {rejected} samples rejected over the limits" if rejected else ""
+    also += f", {repeats} repeated architectures answered from the study" if repeats else ""
     console.print(f"{done} trials complete{also}; trials table: {outcome.run_dir / 'trials.csv'}")
     if outcome.ran is not None:
         console.print(f"this worker ran {outcome.ran} trials")

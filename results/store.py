@@ -1,13 +1,15 @@
 """The trials table: one row per trial of a study, whichever driver ran it, as a pandas DataFrame.
 
-Columns: ``number``, ``state`` (COMPLETE / FAIL / INFEASIBLE / RUNNING / PRUNED / WAITING), ``feasible``,
-``arch`` (key), ``arch_json``, ``baseline`` (the hand-designed network's name, or empty), one column per
-objective, every other metric the evaluator reported (``params``, ``macs``, ``top1``, ``train_seconds``, ...),
-``cost_seconds``, ``devices``, ``device``, ``charge`` (device-seconds), ``start`` / ``end`` (UTC),
-``fail_reason``, under limits ``constraint_<metric>`` (``value / limit - 1``: at most 0 when met), and on a
-fidelity ladder ``rung`` and ``lineage`` (the number of the architecture's rung-0 trial).
+Columns: ``number``, ``state`` (COMPLETE / FAIL / INFEASIBLE / REPEAT / RUNNING / PRUNED / WAITING),
+``feasible``, ``arch`` (key), ``arch_json``, ``baseline`` (the hand-designed network's name, or empty), one
+column per objective, every other metric the evaluator reported (``params``, ``macs``, ``top1``,
+``train_seconds``, ...), ``cost_seconds``, ``devices``, ``device``, ``charge`` (device-seconds), ``start`` /
+``end`` (UTC), ``fail_reason``, under limits ``constraint_<metric>`` (``value / limit - 1``: at most 0 when
+met), and on a fidelity ladder ``rung`` and ``lineage`` (the number of the architecture's rung-0 trial).
 INFEASIBLE is a sample rejected over a limit before it was evaluated: its objectives are what was measured
 (its cost; no accuracy). A baseline over a limit is evaluated all the same: COMPLETE, ``feasible`` false.
+REPEAT is a sample of an architecture the study had already evaluated, answered from that trial (named in
+``repeat_of``) without training: its engine saw it COMPLETE, with the earlier trial's values.
 
 Drivers record each trial's metrics and cost as trial user attributes (``metrics``, ``cost``, ``arch``,
 ``arch_json``, ``baseline``, ``fail_reason``, ``constraints``, ``feasible``, ``rejected``), so the table is
@@ -62,9 +64,12 @@ def trial_row(
     """One row from a trial's recorded attributes (the same for Optuna trials and Ray results)."""
     cost = attrs.get("cost") or {}
     rejected = bool(attrs.get("rejected"))
+    repeat = attrs.get("repeat_of") is not None
+    if state == "COMPLETE" and (rejected or repeat):
+        state = "INFEASIBLE" if rejected else "REPEAT"
     row: dict[str, Any] = {
         "number": number,
-        "state": "INFEASIBLE" if rejected and state == "COMPLETE" else state,
+        "state": state,
         "feasible": bool(attrs.get("feasible", True)),
         "arch": attrs.get("arch", ""),
         "baseline": attrs.get("baseline", ""),
@@ -77,6 +82,8 @@ def trial_row(
         "fail_reason": attrs.get("fail_reason", ""),
         "arch_json": attrs.get("arch_json", ""),
     }
+    if repeat:
+        row["repeat_of"] = int(attrs["repeat_of"])
     if "rung" in attrs:  # a fidelity ladder's trial: the rung it trained to, and its lineage
         row["rung"], row["lineage"] = int(attrs["rung"]), int(attrs["lineage"])
     for name, value in (attrs.get("constraints") or {}).items():

@@ -15,7 +15,9 @@ study's references: they are evaluated whatever their cost, and marked when over
 
 A space where almost nothing is feasible must not spin: :class:`RejectionStreak` stops a worker after
 :data:`REJECTED_IN_A_ROW` rejected samples in a row, with a sentence naming the limits and the cheapest
-sample seen.
+sample seen. It also stops a worker whose last :data:`REJECTED_IN_A_ROW` samples were all repeats
+(architectures the study had evaluated, answered from the study at no cost: the sampler has converged, or the
+space is exhausted), which would otherwise spin through a time budget they never spend.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ __all__ = [
     "REJECTED_IN_A_ROW",
     "Limits",
     "NothingFeasible",
+    "NothingNew",
     "RejectionStreak",
     "check_same_limits",
     "format_count",
@@ -168,16 +171,32 @@ class NothingFeasible(Exception):
     """A worker stopped: its last :data:`REJECTED_IN_A_ROW` samples were all over the limits."""
 
 
+class NothingNew(NothingFeasible):
+    """A worker stopped: its last :data:`REJECTED_IN_A_ROW` samples were all architectures the study had."""
+
+
 class RejectionStreak:
-    """Counts a worker's rejected samples in a row, and the cheapest of them per limited metric."""
+    """Counts a worker's rejected samples in a row, and the cheapest of them per limited metric; and its
+    repeated samples in a row."""
 
     def __init__(self, limits: Limits, most: int | None = None) -> None:
         self.limits, self.most = limits, most or REJECTED_IN_A_ROW
         self.count = 0
+        self.repeats = 0
         self.cheapest: dict[str, float] = {}
 
-    def add(self, rejected: bool, metrics: Mapping[str, Any]) -> None:
-        """Record one finished sample; raise :class:`NothingFeasible` when the streak reaches its end."""
+    def add(self, rejected: bool, metrics: Mapping[str, Any], repeated: bool = False) -> None:
+        """Record one finished sample; raise :class:`NothingFeasible` when the rejections in a row reach
+        their end, :class:`NothingNew` when the repeats in a row do."""
+        if repeated:
+            self.repeats += 1
+            if self.repeats >= self.most:
+                raise NothingNew(
+                    f"the last {self.repeats} samples were all architectures the study had evaluated: the "
+                    "sampler has converged or the space is exhausted; the search ends here"
+                )
+            return
+        self.repeats = 0
         if not rejected:
             self.count, self.cheapest = 0, {}
             return

@@ -34,10 +34,10 @@ from nas.search.constraints import NothingFeasible, RejectionStreak, check_same_
 from nas.search.fidelity import Promotion, RungResult, next_promotion
 from nas.search.liveness import Heartbeat, enqueue_rerun, fail_lost_trials
 from nas.search.progress import SearchProgress
-from nas.search.samplers import make_sampler
+from nas.search.samplers import make_sampler, sampler_seed
 from nas.search.settings import SearchSettings
 from nas.search.storage import batched_writes, open_storage, storage_url
-from nas.search.trial import TrialRecord, TrialRunner, run_trial
+from nas.search.trial import Earlier, Known, TrialRecord, TrialRunner, run_trial
 
 __all__ = ["StudyBudget", "open_study", "run_optuna", "worker_loop"]
 
@@ -51,11 +51,11 @@ _SESSION = "session:"
 
 
 def open_study(
-    settings: SearchSettings, *, worker: int = 0, create: bool = True
+    settings: SearchSettings, *, worker: int = 0, create: bool = True, session: Session | None = None
 ) -> tuple[optuna.Study, str, Any]:
     """(study, storage URL, storage): create the study or load it. An existing study with trials needs
     ``resume`` (or a second worker), and ``resume`` needs an existing study (a mistyped name must not start
-    a new one)."""
+    a new one). The sampler is ``worker``'s in ``session`` (see :func:`~nas.search.samplers.sampler_seed`)."""
     default_db = settings.run_dir / "study.db"
     if create and settings.resume and not settings.storage and not default_db.exists():
         name, where = settings.study_name, storage_url(settings)
@@ -77,7 +77,7 @@ def open_study(
         study_name=settings.study_name,
         storage=storage,
         directions=[o.direction for o in settings.parsed_objectives],
-        sampler=make_sampler(settings.sampler_name, settings.seed + worker),
+        sampler=make_sampler(settings.sampler_name, _seed(settings, worker, session)),
         load_if_exists=True,
     )
     stored = study.user_attrs.get("objectives")
@@ -104,6 +104,13 @@ def open_study(
     return study, url, storage
 
 
+def _seed(settings: SearchSettings, worker: int, session: Session | None) -> int:
+    """The sampler seed of ``worker`` in ``session``: a resumed study's sessions draw other architectures
+    than its first one did."""
+    resumed = settings.resume and session is not None
+    return sampler_seed(settings.seed, worker, session.id if resumed else None)
+
+
 def _fidelity_of(settings: SearchSettings) -> dict[str, Any]:
     """How the study trains its trials, as the study records it (a resume must not change it)."""
     if settings.fidelity != "ladder":
@@ -118,11 +125,16 @@ def _fidelity_of(settings: SearchSettings) -> dict[str, Any]:
 
 def rung_results(trials: Sequence[FrozenTrial]) -> list[RungResult]:
     """The ladder's view of the study: every trial that holds a rung (completed with its values if it met
-    the limits, else as taken), rejected samples and unrun duplicates left out."""
+    the limits, else as taken), rejected samples, repeats and unrun duplicates left out."""
     results = []
     for trial in trials:
         attrs = trial.user_attrs
-        if "rung" not in attrs or attrs.get("rejected") or trial.state == TrialState.PRUNED:
+        if (
+            "rung" not in attrs
+            or attrs.get("rejected")
+            or attrs.get("repeat_of") is not None
+            or trial.state == TrialState.PRUNED
+        ):
             continue
         done = trial.state == TrialState.COMPLETE and attrs.get("feasible", True) is not False
         values = tuple(trial.values) if done and trial.values is not None else None
@@ -226,11 +238,31 @@ def _enqueue_baselines(study: optuna.Study, settings: SearchSettings) -> None:
             study.enqueue_trial(params, user_attrs={"baseline": name}, skip_if_exists=True)
 
 
-def _run_one(study: optuna.Study, storage: Any, runner: TrialRunner) -> tuple[int, TrialRecord | None]:
+def _known(trials: Sequence[FrozenTrial]) -> Known:
+    """The study's earlier results by architecture: its first COMPLETE evaluation of each (at rung 0 on a
+    ladder), rejected samples and repeats left out."""
+    done: dict[str, Earlier] = {}
+    for trial in trials:
+        attrs = trial.user_attrs
+        if (
+            trial.state == TrialState.COMPLETE
+            and attrs.get("arch")
+            and not attrs.get("rejected")
+            and attrs.get("repeat_of") is None
+            and not attrs.get("rung")
+        ):
+            done.setdefault(attrs["arch"], Earlier.from_attrs(trial.number, attrs))
+    return lambda arch: done.get(arch.key)
+
+
+def _run_one(
+    study: optuna.Study, storage: Any, runner: TrialRunner, trials: Sequence[FrozenTrial]
+) -> tuple[int, TrialRecord | None]:
     """Ask one trial, run it, tell its outcome. While it runs the trial carries this worker's identity and
     heartbeat, so that a kill leaves a trial the next worker recognises as lost. The sampled parameters
     with the architecture, and the outcome's records, are each one storage transaction. A duplicate
-    promotion is pruned unrun (record None)."""
+    promotion is pruned unrun (record None); an architecture ``trials`` hold a result of is answered from
+    it (:func:`~nas.search.trial.run_trial`'s repeats)."""
     trial = study.ask()
     step = None
     if runner.ladder is not None:
@@ -253,11 +285,14 @@ def _run_one(study: optuna.Study, storage: Any, runner: TrialRunner) -> tuple[in
     # the worker record is its own write, at once: a kill during the sampling leaves a trial that the next
     # worker knows lost at once, instead of after LOST_AFTER_SECONDS without a heartbeat
     with Heartbeat(trial):  # until its outcome is told
-        record = run_trial(runner, sample, number=trial.number, step=step)
+        known = _known(trials) if step is None or step[1] == 0 else None  # a promotion trains on
+        record = run_trial(runner, sample, number=trial.number, step=step, known=known)
         with batched_writes(storage):
             attrs = record.attrs()
             for key in ("baseline", "metrics", "cost", "fail_reason", "constraints", "feasible", "rejected"):
                 trial.set_user_attr(key, attrs[key])
+            if record.repeat_of is not None:
+                trial.set_user_attr("repeat_of", record.repeat_of)
             for name, value in record.constraints.items():  # what TPE, NSGA-II and GP read as feasibility
                 trial.set_constraint(name, value)
         if record.ok:
@@ -281,10 +316,10 @@ def worker_loop(
     budget is taken by trials running elsewhere waits for them: one may be lost and need a re-run); returns
     the number this worker ran. Ctrl-C / SIGTERM fails the running trial as interrupted, queues it again and
     raises KeyboardInterrupt."""
-    study, storage = opened or open_study(settings, worker=worker, create=False)[::2]
+    session = session or Session()
+    study, storage = opened or open_study(settings, worker=worker, create=False, session=session)[::2]
     runner = runner or TrialRunner(settings)
     runner.prepare()  # a helper loads what the driver's set-up made (a trained supernet); not charged again
-    session = session or Session()
     budget = StudyBudget(settings, session)
     streak = RejectionStreak(runner.limits)
     ran, attrs, looked = 0, study.user_attrs, time.monotonic()
@@ -306,7 +341,7 @@ def worker_loop(
                 promotion = next_promotion(rung_results(trials), runner.ladder, runner.directions)
                 if promotion is not None:
                     _enqueue_promotion(study, trials, promotion)
-            number, record = _run_one(study, storage, runner)
+            number, record = _run_one(study, storage, runner, trials)
             if record is None:  # a duplicate promotion, not run
                 continue
             budget.charge(number, record.cost)
@@ -315,7 +350,9 @@ def worker_loop(
                 progress.trial_done(number, record, budget.tracker)
             if record.interrupted:
                 raise KeyboardInterrupt
-            streak.add(record.rejected, record.metrics)  # NothingFeasible ends a worker that only rejects
+            streak.add(
+                record.rejected, record.metrics, record.repeat_of is not None
+            )  # NothingFeasible ends a worker that only rejects
     finally:
         # its span to its last trial, whichever way the loop ended (a storage that fails here is reported
         # by the exception already on its way, not by this write)
@@ -334,12 +371,12 @@ def run_optuna(settings: SearchSettings, progress: SearchProgress | None = None)
     of trials this process's workers ran. Extra workers (``settings.workers`` > 1) run as processes on this
     machine against the same storage; workers on other machines join by running the same command with
     ``--resume``."""
-    study, _, storage = open_study(settings, create=True)
+    session = Session()
+    study, _, storage = open_study(settings, create=True, session=session)
     runner = TrialRunner(settings)
     BudgetTracker(settings.budget).check_device(runner.device_kind)
     if settings.baselines:
         _enqueue_baselines(study, settings)
-    session = Session()
     _record_session(study, session)
     setup = runner.prepare()
     if setup is not None:

@@ -73,7 +73,15 @@ class SearchProgress:
         self._refresh()
 
     def trial_done(self, number: int, record: TrialRecord, tracker: BudgetTracker) -> None:
-        state = "INFEASIBLE" if record.rejected else "COMPLETE" if record.ok else "FAIL"
+        state = (
+            "INFEASIBLE"
+            if record.rejected
+            else "REPEAT"
+            if record.repeat_of is not None
+            else "COMPLETE"
+            if record.ok
+            else "FAIL"
+        )
         row = {
             "number": number,
             "arch": record.arch.key if record.arch else "?",
@@ -119,10 +127,14 @@ class SearchProgress:
             and (self.top_rung is None or r["rung"] == self.top_rung)
         ]
         rejected = sum(r["state"] == "INFEASIBLE" for r in self.rows)
+        repeats = sum(r["state"] == "REPEAT" for r in self.rows)
         failed = sum(r["state"] == "FAIL" for r in self.rows)
-        head = Text(f"{self.title}: {len(self.rows) - failed - rejected} trials done, {failed} failed")
+        done_count = len(self.rows) - failed - rejected - repeats
+        head = Text(f"{self.title}: {done_count} trials done, {failed} failed")
         if rejected:
             head.append(f", {rejected} samples rejected over the limits")
+        if repeats:
+            head.append(f", {repeats} repeats answered from the study")
         if self.tracker is not None:
             head.append(f"; {self.tracker.summary()}")
         table = Table(title="best trade-offs so far (Pareto front)", title_justify="left")

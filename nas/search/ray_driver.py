@@ -26,6 +26,7 @@ sees (as the kept weights are).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -42,12 +43,13 @@ from nas.search.constraints import NothingFeasible, RejectionStreak
 from nas.search.fidelity import Ladder, RungResult, next_promotion
 from nas.search.progress import SearchProgress
 from nas.search.settings import SearchSettings
-from nas.search.trial import TrialRecord, TrialRunner, run_trial
+from nas.search.trial import Earlier, TrialRecord, TrialRunner, run_trial
 
 __all__ = ["BudgetedGenerator", "BudgetedSearcher", "collect_ray", "run_ray"]
 
 _NUMBER = "__number"  # the trial's sequence number, added to the config the trainable receives
 _STEP = "__step"  # on a ladder, a promotion's [lineage, rung]
+_REPEAT = "__repeat"  # a suggested architecture the study has a result of: that result (Earlier's fields)
 _RUNNERS: dict[str, TrialRunner] = {}  # this worker process's runner, by its settings
 _LIVE: dict[str, tuple[SearchProgress | None, Session]] = {}  # by study: this session's live view and span
 _STOPPED: dict[str, str] = {}  # by study: why the searcher stopped before the budget ran out
@@ -56,8 +58,6 @@ _STOPPED: dict[str, str] = {}  # by study: why the searcher stopped before the b
 def _settings_dict(settings: SearchSettings) -> dict[str, Any]:
     """The settings as the workers get them: folders made absolute, since Tune runs each function trial in a
     working directory of its own (a relative ``runs`` would put weights and latency tables there)."""
-    import dataclasses
-
     out = dataclasses.asdict(settings)
     out.pop("extra")
     for name in ("runs_dir", "data_dir"):
@@ -84,11 +84,16 @@ def ray_trial(config: dict[str, Any], settings: dict[str, Any]) -> None:
     from ray import tune
 
     runner = _runner(settings)
-    params = {k: v for k, v in config.items() if k not in (_NUMBER, _STEP)}
+    params = {k: v for k, v in config.items() if k not in (_NUMBER, _STEP, _REPEAT)}
     number = config.get(_NUMBER, -1)
     step = tuple(config[_STEP]) if config.get(_STEP) else None
+    earlier = Earlier(**config[_REPEAT]) if config.get(_REPEAT) else None
     record = run_trial(
-        runner, lambda: runner.space.sample(optuna.trial.FixedTrial(params)), number=number, step=step
+        runner,
+        lambda: runner.space.sample(optuna.trial.FixedTrial(params)),
+        number=number,
+        step=step,
+        known=lambda arch: earlier,  # the searcher looked it up in the ledger
     )
     values = record.values or [math.nan] * len(runner.objectives)  # objectives on top, for the searcher
     tune.report({**record.attrs(), **dict(zip(runner.objectives, values, strict=True)), "number": number})
@@ -215,6 +220,9 @@ class BudgetedSearcher(Searcher):
             config = self.inner.suggest(trial_id)
             if config is None or config == Searcher.FINISHED:
                 return config
+            earlier = self._earlier(config)
+            if earlier is not None:  # answered from the ledger by the trial, not trained again
+                config = {**config, _REPEAT: dataclasses.asdict(earlier)}
         number = min(set(range(len(self.used) + 1)) - self.used)  # the lowest no trial holds
         self.live.add(trial_id)
         self.used.add(number)
@@ -231,12 +239,32 @@ class BudgetedSearcher(Searcher):
         for trial_id, (lineage, rung) in self.steps.items():
             entry = self.ledger.trials.get(trial_id)
             attrs = entry["attrs"] if entry else {}
-            if attrs.get("rejected"):
+            if attrs.get("rejected") or attrs.get("repeat_of") is not None:
                 continue
             done = entry is not None and entry["values"] and attrs.get("feasible", True)
             values = tuple(entry["values"][o] for o in self.objectives) if done else None
             results.append(RungResult(lineage, rung, values))
         return next_promotion(results, self.ladder, self.directions)
+
+    def _earlier(self, params: dict[str, Any]) -> Earlier | None:
+        """The ledger's first result of the architecture ``params`` sample (at rung 0 on a ladder): a
+        completed, not rejected, not repeated trial."""
+        import optuna
+
+        from search_spaces import get_space
+
+        key = get_space(self.space).sample(optuna.trial.FixedTrial(params)).key
+        for entry in self.ledger.trials.values():
+            attrs = entry["attrs"]
+            if (
+                attrs.get("arch") == key
+                and entry["values"]
+                and not attrs.get("rejected")
+                and attrs.get("repeat_of") is None
+                and not attrs.get("rung")
+            ):
+                return Earlier.from_attrs(entry["number"], attrs)
+        return None
 
     def _params_of(self, lineage: int) -> dict[str, Any]:
         """The suggested parameters of ``lineage``'s architecture (from its rung-0 record)."""
@@ -292,7 +320,7 @@ class BudgetedSearcher(Searcher):
         if progress is not None:
             progress.trial_done(number, record, self.tracker)
         try:
-            self.streak.add(record.rejected, record.metrics)
+            self.streak.add(record.rejected, record.metrics, record.repeat_of is not None)
         except NothingFeasible as stop:
             self.stopped = _STOPPED[self.view] = str(stop)
 
@@ -338,7 +366,7 @@ def _record_of(
     metrics, baseline = result.get("metrics") or {}, result.get("baseline", "")
     constraints = {k: float(v) for k, v in (result.get("constraints") or {}).items()}
     rejected = bool(result.get("rejected"))
-    rung, lineage = result.get("rung"), result.get("lineage")
+    rung, lineage, repeat_of = result.get("rung"), result.get("lineage"), result.get("repeat_of")
     return TrialRecord(
         arch,
         metrics,
@@ -351,6 +379,7 @@ def _record_of(
         rejected,
         None if rung is None else int(rung),
         None if lineage is None else int(lineage),
+        None if repeat_of is None else int(repeat_of),
     )
 
 

@@ -21,6 +21,12 @@ training across rungs, named by the number of its rung-0 trial). Rung 0 trains f
 continues the lineage's checkpoint of the rung below (``<run_dir>/ladder/<lineage>/rung<r>.pt``), so a
 trial's cost is that rung's training only.
 
+Repeats: an architecture the study has already evaluated (a COMPLETE trial of the same key, at the same
+rung on a ladder) is not evaluated again. The engine passes ``known``, its look-up of earlier results; a
+repeat is answered with the earlier trial's metrics and constraint values (so the sampler is told what that
+architecture scored), records ``repeat_of``, and is charged its seconds as overhead, like a rejected sample:
+it trained nothing, so it is no trial of a ``trials`` budget.
+
 Cost: wall seconds times the devices held (:meth:`TrialRunner.cost`, the one charge formula). A trial's
 seconds run from before its sampling (the sampler's suggestions are part of what a trial costs) to the end
 of its evaluation, failed or not. An interrupted trial (Ctrl-C, SIGTERM) is charged as overhead: it spends
@@ -45,7 +51,7 @@ from nas.search.budget import TrialCost
 from nas.search.failures import deadline, failure_reason, release_memory
 from nas.search.settings import SearchSettings
 
-__all__ = ["TrialRecord", "TrialRunner", "run_trial"]
+__all__ = ["Earlier", "TrialRecord", "TrialRunner", "run_trial"]
 
 Report = Callable[[int, dict[str, float]], None]
 TARGET_IMG_SIZE = 224  # MACs and params are reported for the network as the papers count it
@@ -68,6 +74,7 @@ class TrialRecord:
     rejected: bool = False  # over a limit, so never evaluated
     rung: int | None = None  # on a fidelity ladder: the rung this trial trained to, and its lineage
     lineage: int | None = None
+    repeat_of: int | None = None  # the earlier trial of the same architecture that answered this one
 
     @property
     def feasible(self) -> bool:
@@ -109,7 +116,25 @@ class TrialRecord:
             "feasible": self.feasible,
             "rejected": self.rejected,
             **({"rung": self.rung, "lineage": self.lineage} if self.rung is not None else {}),
+            **({"repeat_of": self.repeat_of} if self.repeat_of is not None else {}),
         }
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """An earlier trial's result of an architecture, as an engine's ``known`` look-up returns it."""
+
+    number: int
+    metrics: dict[str, Any]
+    constraints: dict[str, float]
+
+    @classmethod
+    def from_attrs(cls, number: int, attrs: dict[str, Any]) -> Earlier:
+        """From the attributes a trial was recorded with (:meth:`TrialRecord.attrs`)."""
+        return cls(number, dict(attrs.get("metrics") or {}), dict(attrs.get("constraints") or {}))
+
+
+Known = Callable[[Arch], "Earlier | None"]
 
 
 def _ray_node() -> str:
@@ -308,6 +333,7 @@ def run_trial(
     on_arch: Callable[[Arch], None] | None = None,
     report: Report | None = None,
     step: tuple[int, int] | None = None,
+    known: Known | None = None,
 ) -> TrialRecord:
     """Sample an architecture with ``sample``, evaluate it under the trial deadline, and return its record.
 
@@ -315,7 +341,8 @@ def run_trial(
     that a worker killed mid-trial leaves enough to re-run it). Any exception fails the trial with its reason
     (:func:`~nas.search.failures.failure_reason`); Ctrl-C / SIGTERM fails it as ``interrupted:``, charged as
     overhead, and the driver stops the search after recording it. On a ladder ``step`` is the (lineage,
-    rung) to train (None: a new lineage at rung 0, named ``number``).
+    rung) to train (None: a new lineage at rung 0, named ``number``). ``known(arch)`` is the engine's
+    earlier result of ``arch`` (the module docstring's repeats), or None.
     """
     if runner.ladder is not None and step is None:
         step = (number, 0)
@@ -325,20 +352,16 @@ def run_trial(
     constraints: dict[str, float] = {}
     rejected = False
     reason = None
+    earlier: Earlier | None = None
     try:
         arch = sample()
         if on_arch is not None:
             on_arch(arch)
-        with deadline(runner.settings.trial_timeout):
-            measured = runner.measure(arch) if runner.limits or runner.settings.measures_latency else None
-            constraints = runner.limits.violations(measured) if runner.limits else {}
-            rejected = any(v > 0 for v in constraints.values()) and arch.key not in runner.baselines
-            if rejected:
-                metrics = _jsonable({**measured, "host": socket.gethostname(), "pid": os.getpid()})
-            else:
-                ladder = {"step": step} if step is not None else {}  # the evaluate of a single fidelity
-                metrics = _jsonable(runner.evaluate(arch, report, **ladder))
-                _check_produced(runner, metrics)
+        earlier = known(arch) if known is not None else None
+        if earlier is not None:
+            metrics, constraints = dict(earlier.metrics), dict(earlier.constraints)
+        else:
+            metrics, constraints, rejected = _evaluate(runner, arch, report, step)
     except KeyboardInterrupt as err:
         reason = failure_reason(err)
     except Exception as err:  # the search goes on; the reason is kept in the trials table
@@ -347,25 +370,44 @@ def run_trial(
         release_memory()  # after the except block: the exception no longer holds the trial's frames
     interrupted = reason is not None and reason.startswith("interrupted:")
     rejected = rejected and reason is None
-    label = f"{'interrupted ' if interrupted else 'rejected ' if rejected else ''}trial {number}"
+    repeat = earlier is not None and reason is None
+    kind = "interrupted " if interrupted else "rejected " if rejected else "repeated " if repeat else ""
     return TrialRecord(
         arch,
         metrics,
         runner.cost(
             time.perf_counter() - start,
-            label=label,
-            overhead=interrupted or rejected,
-            rung=step[1] if step and not rejected else None,
+            label=f"{kind}trial {number}",
+            overhead=interrupted or rejected or repeat,
+            rung=step[1] if step and not (rejected or repeat) else None,
         ),
         reason,
-        runner.baselines.get(arch.key, "") if arch is not None else "",
+        runner.baselines.get(arch.key, "") if arch is not None and not repeat else "",
         runner.objectives,
         runner.directions,
         constraints,
         rejected,
         step[1] if step else None,
         step[0] if step else None,
+        earlier.number if repeat else None,
     )
+
+
+def _evaluate(
+    runner: TrialRunner, arch: Arch, report: Report | None, step: tuple[int, int] | None
+) -> tuple[dict[str, Any], dict[str, float], bool]:
+    """(metrics, constraint values, rejected) of ``arch``: measured against the limits, and evaluated
+    unless it is over one (a baseline is evaluated whatever its cost), under the trial deadline."""
+    with deadline(runner.settings.trial_timeout):
+        measured = runner.measure(arch) if runner.limits or runner.settings.measures_latency else None
+        constraints = runner.limits.violations(measured) if runner.limits else {}
+        if any(v > 0 for v in constraints.values()) and arch.key not in runner.baselines:
+            where = {"host": socket.gethostname(), "pid": os.getpid()}
+            return _jsonable({**measured, **where}), constraints, True
+        ladder = {"step": step} if step is not None else {}  # the evaluate of a single fidelity is unchanged
+        metrics = _jsonable(runner.evaluate(arch, report, **ladder))
+        _check_produced(runner, metrics)
+        return metrics, constraints, False
 
 
 def _check_produced(runner: TrialRunner, metrics: dict[str, Any]) -> None:
