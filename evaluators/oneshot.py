@@ -6,8 +6,11 @@ draws one architecture of the space uniformly, choice by choice, and trains that
 the sandwich rule with in-place distillation (Yu et al. 2020, "BigNAS"): each step trains the largest path
 (widest and deepest everywhere, random ops) on the labels, then the smallest and ``random_paths`` random
 ones on the largest path's soft predictions. Training is timm's AdamW + cosine schedule stepped per update,
-seeded, with a checkpoint after every epoch under ``run_dir`` (``runs/<study>/supernet.pt``): a later
-``train()`` with the same settings resumes from it, or returns at once if training had finished.
+seeded, with a checkpoint after every epoch under ``run_dir`` (``runs/<study>/supernet.pt``: weights,
+optimizer state, Python ``random``'s state as its tuple of ints, the data order's generator state as a
+tensor): a later ``train()`` with the same settings resumes from it, or returns at once if training had
+finished. The checkpoint is read as data, never code (:mod:`evaluators.checkpoint`); a file there that is not
+a supernet checkpoint of the same settings is refused in one sentence and left as it is.
 
 ``evaluate(arch)`` extracts the architecture's path as a standalone network, recalibrates its BatchNorm
 statistics on ``bn_batches`` training batches (shared statistics belong to no single path; Guo et al.
@@ -35,11 +38,11 @@ from timm.optim import create_optimizer_v2
 from timm.scheduler import create_scheduler_v2
 
 from evaluators.amp import amp_dtype, autocast, grad_scaler
+from evaluators.checkpoint import load_checkpoint, restoring, save_checkpoint
 from evaluators.complexity import pick_device
 from evaluators.data import DataSplit, loaders
 from evaluators.proxy import TrainingDiverged, forked_rng
 from nas.arch import Arch
-from nas.atomic import replaced
 from nas.create import save_model, weights_name
 from nas.supernet import Supernet
 from search_spaces.base import ProxyProfile, RandomTrial, SearchSpace
@@ -47,6 +50,12 @@ from search_spaces.base import ProxyProfile, RandomTrial, SearchSpace
 __all__ = ["OneShotConfig", "OneShotEvaluator"]
 
 Report = Callable[[int, dict[str, float]], None]
+
+_KEYS = (
+    "settings", "epoch", "supernet", "optimizer", "rng", "data_rng", "train_seconds", "images", "steps",
+    "train_loss",
+)  # fmt: skip
+_REMEDY = "move it away or use another run directory (--study)"
 
 
 @dataclass(frozen=True)
@@ -161,13 +170,14 @@ class OneShotEvaluator:
         data_state = None
         state = self._load_checkpoint()
         if state is not None:
-            net.load_state_dict(state["supernet"])
-            optimizer.load_state_dict(state["optimizer"])
-            rng.setstate(state["rng"])
-            data_state = state["data_rng"]
-            start_epoch = state["epoch"] + 1
-            spent, images, steps_done = state["train_seconds"], state["images"], state["steps"]
-            loss_value = state["train_loss"]
+            with restoring(self.checkpoint, _REMEDY):
+                net.load_state_dict(state["supernet"])
+                optimizer.load_state_dict(state["optimizer"])
+                rng.setstate(state["rng"])
+                data_state = state["data_rng"]
+                start_epoch = int(state["epoch"]) + 1
+                spent, images = float(state["train_seconds"]), int(state["images"])
+                steps_done, loss_value = int(state["steps"]), float(state["train_loss"])
         train_batches, _ = loaders(
             self.data,
             cfg.batch_size,
@@ -176,7 +186,8 @@ class OneShotEvaluator:
             device=self.device,
         )
         if data_state is not None:  # a resumed epoch sees the data order of an uninterrupted run
-            train_batches.generator.set_state(data_state)
+            with restoring(self.checkpoint, _REMEDY):
+                train_batches.generator.set_state(data_state)
         steps = len(train_batches)
         if steps == 0:
             raise ValueError(
@@ -285,32 +296,27 @@ class OneShotEvaluator:
     ) -> None:
         if self.checkpoint is None:
             return
-        self.checkpoint.parent.mkdir(parents=True, exist_ok=True)
-        with replaced(self.checkpoint) as tmp:  # atomic: a kill never leaves a half-written checkpoint
-            torch.save(
-                {
-                    "settings": self.settings(),
-                    "epoch": epoch,
-                    "supernet": self.supernet.state_dict(),
-                    "optimizer": optimizer.state_dict(),
-                    "rng": rng.getstate(),
-                    "data_rng": data_rng,
-                    "train_seconds": spent,
-                    "images": images,
-                    "steps": steps,
-                    "train_loss": loss,
-                },
-                tmp,
-            )
+        save_checkpoint(
+            {
+                "settings": self.settings(),
+                "epoch": epoch,
+                "supernet": self.supernet.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "rng": rng.getstate(),  # (version, tuple of 625 ints, gauss_next): plain values
+                "data_rng": data_rng,
+                "train_seconds": spent,
+                "images": images,
+                "steps": steps,
+                "train_loss": loss,
+            },
+            self.checkpoint,
+        )
 
     def _load_checkpoint(self) -> dict[str, Any] | None:
         if self.checkpoint is None or not self.checkpoint.exists():
             return None
-        try:
-            state = torch.load(self.checkpoint, map_location=self.device, weights_only=False)
-        except Exception as err:
-            raise ValueError(f"cannot read the supernet checkpoint {self.checkpoint}: {err}") from None
-        if state.get("settings") != self.settings():
+        state = load_checkpoint(self.checkpoint, _KEYS, _REMEDY)
+        if state["settings"] != self.settings():
             raise ValueError(
                 f"{self.checkpoint} was trained with other settings (space, profile, data, seed or config); "
                 "use another run directory or delete it"

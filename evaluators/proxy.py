@@ -19,7 +19,8 @@ trains up to ``fidelity.images`` images in all on a schedule that spans ``fideli
 from the checkpoint of the rung below when it names one, and saves its own checkpoint (weights, optimizer,
 grad scaler, random state, and the position in the data stream: the seeded passes over the profile's
 ``train_samples``). A run continued rung by rung is the same training as one run to the top: on the CPU,
-bit for bit. Checkpoints are read with ``torch.load(weights_only=True)``: tensors and numbers, never code.
+bit for bit. Checkpoints are written and read by :mod:`evaluators.checkpoint`: tensors and plain values, never
+code, and a file that is not such a checkpoint is refused in one sentence.
 """
 
 from __future__ import annotations
@@ -39,10 +40,10 @@ from timm.optim import create_optimizer_v2
 from timm.scheduler import create_scheduler_v2
 
 from evaluators.amp import amp_dtype, autocast, grad_scaler
+from evaluators.checkpoint import load_checkpoint, restoring, save_checkpoint
 from evaluators.complexity import pick_device
 from evaluators.data import DataSplit, loaders
 from nas.arch import Arch
-from nas.atomic import replaced
 from nas.create import save_model, weights_name
 from nas.model import build_model
 from search_spaces.base import ProxyProfile
@@ -50,6 +51,8 @@ from search_spaces.base import ProxyProfile
 __all__ = ["Fidelity", "ProxyEvaluator", "TrainConfig", "TrainingDiverged", "train_proxy"]
 
 Report = Callable[[int, dict[str, float]], None]
+
+_KEYS = ("arch", "seed", "step", "total_steps", "model", "optimizer", "scaler", "stream", "rng", "cuda_rng")
 
 
 class TrainingDiverged(RuntimeError):
@@ -311,31 +314,27 @@ class _Trainer:
             "rng": torch.get_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None,
         }
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with replaced(path) as tmp:
-            torch.save(state, tmp)
+        save_checkpoint(state, path)
 
     def _load(self, path: Path, total: int, seed: int) -> tuple[int, torch.Tensor]:
         """Restore the state saved at ``path``; (steps done, stream state). A checkpoint of another network,
         seed or schedule is refused in one sentence."""
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
-        except FileNotFoundError:
-            raise ValueError(f"checkpoint {path} is missing: the rung below must be trained first") from None
-        except Exception as err:
-            raise ValueError(f"checkpoint {path} cannot be read ({err})") from None
+        if not path.exists():
+            raise ValueError(f"checkpoint {path} is missing: the rung below must be trained first")
+        state = load_checkpoint(path, _KEYS)
         mine = {"arch": self.arch.key, "seed": seed, "total_steps": total}
-        theirs = {k: state.get(k) for k in mine}
+        theirs = {k: state[k] for k in mine}
         if theirs != mine:
             raise ValueError(f"checkpoint {path} is of {theirs}, not of {mine}")
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        if self.scaler is not None and state["scaler"] is not None:
-            self.scaler.load_state_dict(state["scaler"])
-        torch.set_rng_state(state["rng"])
-        if self.device.type == "cuda" and state["cuda_rng"] is not None:
-            torch.cuda.set_rng_state(state["cuda_rng"], self.device)
-        return int(state["step"]), state["stream"]
+        with restoring(path):
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            if self.scaler is not None and state["scaler"] is not None:
+                self.scaler.load_state_dict(state["scaler"])
+            torch.set_rng_state(state["rng"])
+            if self.device.type == "cuda" and state["cuda_rng"] is not None:
+                torch.cuda.set_rng_state(state["cuda_rng"], self.device)
+            return int(state["step"]), state["stream"]
 
     def _elapsed(self, start: float) -> float:
         if self.device.type == "cuda":

@@ -4,8 +4,10 @@
 CPU profile's shrunk network by default where there is no GPU) on a dataset with timm's optimizer and
 scheduler factories (AdamW + cosine by default, stepped per update), crops and flips, label smoothing and
 drop-path. After every epoch it validates on the held-out split, calls ``report(epoch, metrics)`` and writes
-``<out>/checkpoint.pt`` (model, optimizer, data-order state, history; atomically), so ``resume=True``
-continues an interrupted run and ends with exactly the weights an uninterrupted one would have (on the CPU).
+``<out>/checkpoint.pt`` (model, optimizer and grad-scaler state, the data-order and torch generator states
+as tensors, history; atomically), so ``resume=True`` continues an interrupted run and ends with exactly the
+weights an uninterrupted one would have (on the CPU). The checkpoint is read as data, never code
+(:mod:`evaluators.checkpoint`): a file that is not this run's checkpoint is refused in one sentence.
 It ends by writing ``<out>/model.pt``, a model file :func:`nas.create.create_model` reloads, and
 ``<out>/history.json``. CUDA with AMP (bf16, else fp16 with a scaler) when present, fp32 on the CPU.
 """
@@ -28,17 +30,20 @@ from timm.optim import create_optimizer_v2
 from timm.scheduler import create_scheduler_v2
 
 from evaluators.amp import amp_dtype, autocast, grad_scaler
+from evaluators.checkpoint import load_checkpoint, restoring, save_checkpoint
 from evaluators.complexity import pick_device
 from evaluators.data import DataSplit, loaders
 from evaluators.proxy import TrainingDiverged, build_scaled_network, forked_rng
 from nas.arch import Arch
-from nas.atomic import replaced
 from nas.create import save_model
 from search_spaces.base import ProxyProfile
 
 __all__ = ["FullTrainConfig", "train_arch"]
 
 Report = Callable[[int, dict[str, float]], None]
+
+_KEYS = ("settings", "epoch", "model", "optimizer", "scaler", "data_rng", "torch_rng", "history")
+_REMEDY = "use another --out"
 
 
 @dataclass(frozen=True)
@@ -115,17 +120,19 @@ def train_arch(
     history: list[dict[str, float]] = []
     start_epoch, torch_rng = 1, None
     if resume and checkpoint_path.exists():
-        state = torch.load(checkpoint_path, map_location=dev, weights_only=False)
+        state = load_checkpoint(checkpoint_path, _KEYS, _REMEDY)
         if state["settings"] != settings:
-            raise ValueError(f"{checkpoint_path} was written with other settings; use another --out")
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        if scaler is not None and state.get("scaler"):
-            scaler.load_state_dict(state["scaler"])
-        train_batches.generator.set_state(state["data_rng"])
-        torch_rng = state["torch_rng"]
-        history, start_epoch = state["history"], state["epoch"] + 1
-        scheduler.step_update(num_updates=state["epoch"] * steps)
+            raise ValueError(f"{checkpoint_path} was written with other settings; {_REMEDY}")
+        with restoring(checkpoint_path, _REMEDY):
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            if scaler is not None and state["scaler"]:
+                scaler.load_state_dict(state["scaler"])
+            train_batches.generator.set_state(state["data_rng"])
+            torch_rng = state["torch_rng"]
+            history, done = list(state["history"]), int(state["epoch"])
+        start_epoch = done + 1
+        scheduler.step_update(num_updates=done * steps)
 
     def in_precision() -> contextlib.AbstractContextManager[Any]:
         return autocast(dev, amp)
@@ -133,7 +140,8 @@ def train_arch(
     with forked_rng(dev):  # drop-path draws from torch's global generators
         torch.manual_seed(config.seed)
         if torch_rng is not None:
-            torch.set_rng_state(torch_rng)
+            with restoring(checkpoint_path, _REMEDY):
+                torch.set_rng_state(torch_rng)
         for epoch in range(start_epoch, config.epochs + 1):
             begin, total, seen = time.perf_counter(), 0.0, 0
             model.train()
@@ -165,7 +173,7 @@ def train_arch(
                 lr=optimizer.param_groups[0]["lr"],
             )
             history.append(metrics)
-            _atomic_save(
+            save_checkpoint(
                 {
                     "settings": settings,
                     "epoch": epoch,
@@ -207,9 +215,3 @@ def _validate(model: torch.nn.Module, batches: Any, dev: torch.device, in_precis
         correct += int((logits.argmax(1) == y).sum())
         total += len(y)
     return {"top1": 100.0 * correct / max(total, 1), "loss": loss_sum / max(total, 1)}
-
-
-def _atomic_save(state: dict[str, Any], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with replaced(path) as tmp:
-        torch.save(state, tmp)
