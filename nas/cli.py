@@ -346,6 +346,12 @@ def search(
         int | None, typer.Option(help="Optuna worker processes on this machine. [default: 1]")
     ] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an existing study.")] = False,
+    repair: Annotated[
+        bool,
+        typer.Option(
+            "--repair", help="With --resume: set aside a manifest.json that is not JSON and rebuild it."
+        ),
+    ] = False,
     no_baselines: Annotated[
         bool, typer.Option("--no-baselines", help="Do not enqueue the space's baselines first.")
     ] = False,
@@ -416,6 +422,7 @@ def search(
             seed=seed,
             workers=workers,
             resume=True if resume else None,
+            repair=True if repair else None,
             baselines=False if no_baselines else None,
             runs_dir=runs_dir,
             address=address,

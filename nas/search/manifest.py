@@ -8,6 +8,12 @@ to ``sessions``.
 This module is the manifest's one writer: :func:`update_manifest` replaces the sections it is given and keeps
 every other (the report's ``report`` section, with its fixed hypervolume reference point, survives a resume),
 reading and replacing the file under a lock, so writers in several processes never drop each other's.
+
+A manifest that exists but is not a JSON object (hand-edited, cut by a full disk) is never silently replaced:
+it holds the session history and the report's fixed reference point, which the study does not. A search
+refuses it in one sentence before it starts (:func:`check_manifest`); ``--repair`` sets it aside as
+``manifest.json.corrupt-<time>`` and starts a new one from what can be read of it (the reference point),
+which the search then fills from the study.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import fcntl
 import json
 import os
 import platform
+import re
 import socket
 import sys
 from collections.abc import Callable, Iterator
@@ -29,7 +36,7 @@ from typing import Any
 from nas.atomic import replaced
 from nas.search.settings import SearchSettings
 
-__all__ = ["package_versions", "read_manifest", "update_manifest", "write_manifest"]
+__all__ = ["check_manifest", "package_versions", "read_manifest", "update_manifest", "write_manifest"]
 
 _PACKAGES = ("nas-hybrid", "torch", "torchvision", "timm", "optuna", "ray", "fvcore", "pandas", "numpy")
 
@@ -66,6 +73,57 @@ def read_manifest(run_dir: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def _problem(path: Path) -> str | None:
+    """Why the manifest at ``path`` cannot be used (None: it is a JSON object, or there is none)."""
+    try:
+        data = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+        where = f" (line {err.lineno}, column {err.colno})" if isinstance(err, json.JSONDecodeError) else ""
+        return f"is not valid JSON{where}"
+    except OSError as err:
+        return f"cannot be read ({err.strerror or type(err).__name__})"
+    return None if isinstance(data, dict) else f"holds a JSON {type(data).__name__}, not an object"
+
+
+def check_manifest(run_dir: str | Path) -> None:
+    """ValueError in one sentence if ``run_dir`` holds a manifest.json that is not a JSON object."""
+    path = Path(run_dir) / "manifest.json"
+    problem = _problem(path)
+    if problem is not None:
+        raise ValueError(
+            f"{path} {problem}; it holds the study's session history and the report's fixed reference "
+            "point, so it is not replaced: mend it, or pass --repair to set it aside and rebuild it from "
+            "the study (keeping the reference point if it can be read)"
+        )
+
+
+def _salvaged(text: str) -> dict[str, Any]:
+    """What a corrupt manifest still tells: the report's reference point, if its object can be parsed."""
+    found = re.search(r'"reference_point"\s*:\s*(\{[^{}]*\})', text)
+    if found is None:
+        return {}
+    try:
+        point = json.loads(found.group(1))
+    except json.JSONDecodeError:
+        return {}
+    if not (isinstance(point, dict) and all(isinstance(v, (int, float)) for v in point.values())):
+        return {}
+    return {"report": {"reference_point": point}}
+
+
+def _set_aside(path: Path) -> dict[str, Any]:
+    """Rename the corrupt manifest at ``path`` beside it; the new manifest's start: what it salvaged."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    path.rename(aside)
+    start = _salvaged(text)
+    start["repaired"] = {"set_aside": aside.name, "at": stamp, "kept": sorted(start.get("report", {}))}
+    return start
+
+
 @contextlib.contextmanager
 def _locked(run_dir: Path) -> Iterator[None]:
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -77,13 +135,20 @@ def _locked(run_dir: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def update_manifest(run_dir: str | Path, update: Callable[[dict[str, Any]], None]) -> Path:
+def update_manifest(
+    run_dir: str | Path, update: Callable[[dict[str, Any]], None], *, repair: bool = False
+) -> Path:
     """Read the manifest, let ``update`` change it in place, write it back atomically; every section
-    ``update`` leaves alone is kept. Returns its path."""
+    ``update`` leaves alone is kept. Returns its path. A manifest that is not a JSON object is refused
+    (:func:`check_manifest`), or with ``repair`` set aside and started anew from what it salvages."""
     run_dir = Path(run_dir)
     path = run_dir / "manifest.json"
     with _locked(run_dir):
-        manifest = read_manifest(run_dir)
+        if repair and _problem(path) is not None:
+            manifest = _set_aside(path)
+        else:
+            check_manifest(run_dir)
+            manifest = read_manifest(run_dir)
         update(manifest)
         with replaced(path) as tmp:
             tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
@@ -127,4 +192,4 @@ def write_manifest(
             }
         )
 
-    return update_manifest(settings.run_dir, update)
+    return update_manifest(settings.run_dir, update, repair=settings.repair)

@@ -42,9 +42,12 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 
 def run_search(settings: SearchSettings, console: Console | None = None) -> SearchOutcome:
     """Run a search to the end of its budget (or an interruption) and write its manifest and trials table."""
+    from nas.search.manifest import check_manifest
     from nas.search.progress import SearchProgress
 
     console = console or Console()
+    if not settings.repair:
+        check_manifest(settings.run_dir)  # refused before any trial, not replaced after them
     data = _data_description(settings)  # missing data fails here, before any study is opened
     objectives = settings.parsed_objectives
     title = f"{settings.study_name} ({settings.space}, {settings.evaluator}, {settings.backend})"

@@ -70,6 +70,7 @@ class SearchSettings:
     workers: int = 1
     baselines: bool = True
     resume: bool = False
+    repair: bool = False  # with resume: a manifest.json that is not JSON is set aside and rebuilt
     runs_dir: str = "runs"
     macs_img_size: int | None = None  # MACs / params objectives at this size; None: the space's target (224)
     address: str | None = None  # Ray: "auto", "ray://host:10001", or None for a local Ray
@@ -114,6 +115,8 @@ class SearchSettings:
         if self.evaluator_config:
             evaluator.make_config(self.evaluator_config)
         check_study_name(self.study_name)
+        if self.repair and not self.resume:
+            raise ValueError("repair: only with --resume (it rebuilds the manifest of an existing study)")
         for name in ("workers", "concurrency"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be at least 1, got {getattr(self, name)}")
@@ -308,6 +311,7 @@ _FIELD_TYPES: dict[str, tuple[Any, ...]] = {
     "workers": (int,),
     "baselines": (bool,),
     "resume": (bool,),
+    "repair": (bool,),
     "runs_dir": (str,),
     "macs_img_size": (int, _OPTIONAL),
     "address": (str, _OPTIONAL),
