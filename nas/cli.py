@@ -405,6 +405,7 @@ def search(
     with _user_errors():
         from nas.search.run import run_search
         from nas.search.settings import SearchSettings
+        from nas.search.study_file import StudyFileLost
 
         settings = SearchSettings.from_sources(
             config,
@@ -442,7 +443,11 @@ def search(
             rungs=rungs,
             min_fidelity=min_fidelity,
         )
-        outcome = run_search(settings, console)
+        try:
+            outcome = run_search(settings, console)
+        except StudyFileLost as gone:  # saved beside the path: one sentence says where
+            err_console.print(f"[bold red]error:[/] {gone}", highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from None
     states = outcome.trials["state"].value_counts() if len(outcome.trials) else {}
     done, rejected = int(states.get("COMPLETE", 0)), int(states.get("INFEASIBLE", 0))
     repeats = int(states.get("REPEAT", 0))
@@ -456,6 +461,9 @@ def search(
         console.print(f"report: {outcome.report}")
     if outcome.interrupted:
         raise typer.Exit(130)
+    if outcome.lost:
+        err_console.print(f"[bold red]error:[/] {outcome.lost}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
 
 
 def _run_dir(study: str, runs_dir: str) -> Path:

@@ -37,6 +37,7 @@ from nas.search.progress import SearchProgress
 from nas.search.samplers import make_sampler, sampler_seed
 from nas.search.settings import SearchSettings
 from nas.search.storage import batched_writes, open_storage, storage_url
+from nas.search.study_file import StudyFile, StudyFileLost
 from nas.search.trial import Earlier, Known, TrialRecord, TrialRunner, run_trial
 
 __all__ = ["StudyBudget", "open_study", "run_optuna", "worker_loop"]
@@ -323,8 +324,10 @@ def worker_loop(
     budget = StudyBudget(settings, session)
     streak = RejectionStreak(runner.limits)
     ran, attrs, looked = 0, study.user_attrs, time.monotonic()
+    watch = StudyFile(storage_url(settings), restore=worker == 0)  # the study's file removed: restore, stop
     try:
         while True:
+            watch.check()
             trials = study.get_trials(deepcopy=False)
             if fail_lost_trials(study, trials):  # a killed worker's trial is failed and queued again
                 continue
@@ -334,6 +337,7 @@ def worker_loop(
             running = budget.refresh(trials, attrs)
             if not budget.tracker.can_start(pending=running):
                 if not running:
+                    watch.check()  # the last trial's records are where the table will be read
                     return ran
                 time.sleep(WAIT_SECONDS)  # they may finish, or be found lost and leave work to re-run
                 continue
@@ -358,10 +362,12 @@ def worker_loop(
         # by the exception already on its way, not by this write)
         with contextlib.suppress(Exception):
             _record_session(study, session)
+        watch.close()
 
 
 def _spawned_worker(settings: SearchSettings, worker: int, session: Session, ran: Any) -> None:
-    with contextlib.suppress(NothingFeasible):  # the first worker says so, when its own streak ends
+    # the first worker says so, when its own streak ends or it finds the study's file removed
+    with contextlib.suppress(NothingFeasible, StudyFileLost):
         ran.value = worker_loop(settings, worker, session=session)
 
 

@@ -21,6 +21,7 @@ from rich.console import Console
 
 from nas.search.constraints import NothingFeasible
 from nas.search.settings import SearchSettings
+from nas.search.study_file import StudyFileLost
 
 __all__ = ["SearchOutcome", "run_search"]
 
@@ -32,6 +33,7 @@ class SearchOutcome:
     manifest: Path
     interrupted: bool = False
     stopped: str | None = None  # why the search stopped before its budget ran out (nothing feasible)
+    lost: str | None = None  # the study's file was removed mid-search (restored, or saved beside it)
     report: Path | None = None  # None when the study has no completed trial to plot yet
     ran: int | None = None  # trials this process ran (Optuna; several workers share one study)
 
@@ -54,7 +56,7 @@ def run_search(settings: SearchSettings, console: Console | None = None) -> Sear
     started = datetime.now(UTC).isoformat(timespec="seconds")
     begin = time.perf_counter()
     interrupted = False
-    stopped = None
+    stopped = lost = None
     ran = None
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # a stopped job saves its table like Ctrl-C
     progress = SearchProgress(title, objectives, console, settings.top_rung)
@@ -74,6 +76,10 @@ def run_search(settings: SearchSettings, console: Console | None = None) -> Sear
     except NothingFeasible as stop:
         stopped = str(stop)
         console.print(f"[yellow]stopped[/]: {stopped}", highlight=False)
+    except StudyFileLost as gone:
+        if not gone.restored:
+            raise  # saved beside a file that now lies at the path: no study to read the table from
+        lost = str(gone)  # the table, manifest and report are written from the restored study
     finally:
         signal.signal(signal.SIGTERM, previous)
     frame, storage, tracker = _collect(settings)
@@ -98,6 +104,7 @@ def run_search(settings: SearchSettings, console: Console | None = None) -> Sear
             "seconds": time.perf_counter() - begin,
             "interrupted": interrupted,
             "stopped": stopped,
+            "lost": lost,
         },
     )
     report = None
@@ -105,7 +112,7 @@ def run_search(settings: SearchSettings, console: Console | None = None) -> Sear
         from results.report import write_report
 
         report = write_report(settings.run_dir)
-    return SearchOutcome(settings.run_dir, frame, manifest, interrupted, stopped, report, ran)
+    return SearchOutcome(settings.run_dir, frame, manifest, interrupted, stopped, lost, report, ran)
 
 
 def _collect(settings: SearchSettings) -> tuple[pd.DataFrame, str, Any]:
