@@ -403,6 +403,7 @@ def search(
 ) -> None:
     """Search a space: sample architectures, evaluate them, keep the study; writes runs/<study>/."""
     with _user_errors():
+        from nas.search.failures import WriteFailed
         from nas.search.run import run_search
         from nas.search.settings import SearchSettings
         from nas.search.study_file import StudyFileLost
@@ -445,7 +446,7 @@ def search(
         )
         try:
             outcome = run_search(settings, console)
-        except StudyFileLost as gone:  # saved beside the path: one sentence says where
+        except (StudyFileLost, WriteFailed) as gone:  # one sentence says where, and why
             err_console.print(f"[bold red]error:[/] {gone}", highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
     states = outcome.trials["state"].value_counts() if len(outcome.trials) else {}

@@ -9,17 +9,33 @@ Every ``fail_reason`` starts with its kind, so the table and the report can be f
 ``error:``          any other exception the evaluator raised
 ``interrupted:``    Ctrl-C or SIGTERM stopped the search during the trial (it is re-run on ``--resume``)
 ``lost:``           its worker died without a word (:mod:`nas.search.liveness`; it is re-run)
+``cannot write:``   the disk is full or the folder read-only (:func:`write_failure`): the search stops
+
+A full disk or a read-only folder is no trial's fault and would fail every later one: the drivers stop the
+search on it (:class:`WriteFailed`), and the CLI says in one sentence which path and why, with exit code 1.
+What the study had committed stays in it.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import gc
+import os
 import sys
 import threading
+from pathlib import Path
 from types import TracebackType
 
-__all__ = ["TrialTimeout", "deadline", "failure_reason", "release_memory"]
+__all__ = [
+    "TrialTimeout",
+    "WriteFailed",
+    "deadline",
+    "disk_state",
+    "failure_reason",
+    "release_memory",
+    "write_failure",
+]
 
 _MAX_REASON = 500
 _IMPORT_RETRY_SECONDS = 0.05
@@ -27,6 +43,61 @@ _IMPORT_RETRY_SECONDS = 0.05
 
 class TrialTimeout(Exception):
     """The trial ran past its time limit."""
+
+
+class WriteFailed(Exception):
+    """The search cannot write (a full disk, a read-only folder); the message is one sentence."""
+
+
+_FULL_BYTES = 1 << 20  # a file system with less free than this is full for a search (one trial's records)
+_CANNOT_WRITE = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+_SQLITE_CANNOT_WRITE = {  # sqlite3's messages for the same causes, as SQLAlchemy and Optuna pass them on
+    "database or disk is full": "the disk is full",
+    "attempt to write a readonly database": "it is read-only",
+    "unable to open database file": "it cannot be opened (a read-only or missing folder)",
+    "disk i/o error": "a disk I/O error",
+}
+
+
+def disk_state(path: str | Path) -> str | None:
+    """Why nothing can be written under ``path``, if its file system says so: read-only, or (almost) full."""
+    path = Path(path).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        stat = os.statvfs(path)
+    except OSError:
+        return None
+    if stat.f_flag & os.ST_RDONLY:
+        return f"{path} is on a read-only file system"
+    free = stat.f_bavail * stat.f_frsize
+    if free < _FULL_BYTES:
+        return f"the file system holding {path} is full ({free // 1024} KiB free)"
+    return None
+
+
+def write_failure(err: BaseException, where: str | Path | None = None) -> str | None:
+    """``cannot write <path>: <cause>`` if ``err`` (or an exception it was raised from) is a write refused by
+    the disk or the file system, else None; ``where``'s :func:`disk_state` is added when it tells more."""
+    cannot = _write_failure(err)
+    state = disk_state(where) if cannot is not None and where is not None else None
+    return f"{cannot}: {state}" if state else cannot
+
+
+def _write_failure(err: BaseException) -> str | None:
+    seen: set[int] = set()
+    node: BaseException | None = err
+    while node is not None and id(node) not in seen:
+        seen.add(id(node))
+        if isinstance(node, OSError) and node.errno in _CANNOT_WRITE:
+            where = node.filename if node.filename is not None else "a file"
+            return f"cannot write {where}: {node.strerror or errno.errorcode.get(node.errno or 0, 'error')}"
+        text = str(node).lower()
+        for message, cause in _SQLITE_CANNOT_WRITE.items():
+            if message in text:
+                return f"cannot write the study database: {cause} ({message})"
+        node = node.__cause__ or node.__context__
+    return None
 
 
 class deadline:  # lower-case: a context manager, like contextlib's
@@ -126,6 +197,8 @@ def failure_reason(err: BaseException) -> str:
         kind = "out of memory"
     elif type(err).__name__ == "TrainingDiverged":
         kind = "diverged"
+    elif (cannot := write_failure(err)) is not None:
+        return f"cannot write: {cannot.removeprefix('cannot write ')}"[:_MAX_REASON]
     else:
         kind = "error"
     return f"{kind}: {type(err).__name__}: {first}"[:_MAX_REASON]

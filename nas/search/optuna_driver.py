@@ -31,6 +31,7 @@ from optuna.trial import FrozenTrial, TrialState
 from nas.arch import Arch
 from nas.search.budget import BudgetTracker, Session, TrialCost, wall_seconds
 from nas.search.constraints import NothingFeasible, RejectionStreak, check_same_limits
+from nas.search.failures import WriteFailed, disk_state
 from nas.search.fidelity import Promotion, RungResult, next_promotion
 from nas.search.liveness import Heartbeat, enqueue_rerun, fail_lost_trials
 from nas.search.progress import SearchProgress
@@ -354,6 +355,10 @@ def worker_loop(
                 progress.trial_done(number, record, budget.tracker)
             if record.interrupted:
                 raise KeyboardInterrupt
+            if record.reason and record.reason.startswith("cannot write:"):  # every later trial would too
+                cannot = f"cannot write {record.reason.removeprefix('cannot write: ')}"
+                state = disk_state(settings.run_dir)
+                raise WriteFailed(f"{cannot}: {state}" if state else cannot)
             streak.add(
                 record.rejected, record.metrics, record.repeat_of is not None
             )  # NothingFeasible ends a worker that only rejects
@@ -367,7 +372,7 @@ def worker_loop(
 
 def _spawned_worker(settings: SearchSettings, worker: int, session: Session, ran: Any) -> None:
     # the first worker says so, when its own streak ends or it finds the study's file removed
-    with contextlib.suppress(NothingFeasible, StudyFileLost):
+    with contextlib.suppress(NothingFeasible, StudyFileLost, WriteFailed):
         ran.value = worker_loop(settings, worker, session=session)
 
 

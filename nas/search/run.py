@@ -20,6 +20,7 @@ import pandas as pd
 from rich.console import Console
 
 from nas.search.constraints import NothingFeasible
+from nas.search.failures import WriteFailed, write_failure
 from nas.search.settings import SearchSettings
 from nas.search.study_file import StudyFileLost
 
@@ -43,7 +44,22 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 
 
 def run_search(settings: SearchSettings, console: Console | None = None) -> SearchOutcome:
-    """Run a search to the end of its budget (or an interruption) and write its manifest and trials table."""
+    """Run a search to the end of its budget (or an interruption) and write its manifest and trials table.
+    A full disk or a read-only folder stops it with :class:`~nas.search.failures.WriteFailed` (one
+    sentence); what the study committed is kept."""
+    try:
+        return _run_search(settings, console)
+    except Exception as err:
+        cannot = write_failure(err, settings.run_dir)
+        if cannot is None or isinstance(err, WriteFailed):
+            raise
+        raise WriteFailed(
+            f"{cannot}; the trials the study committed are kept: free space or make the folder writable, "
+            "then continue with --resume"
+        ) from None
+
+
+def _run_search(settings: SearchSettings, console: Console | None) -> SearchOutcome:
     from nas.search.manifest import check_manifest
     from nas.search.progress import SearchProgress
 
