@@ -461,7 +461,7 @@ def search(
     if outcome.report is not None:
         console.print(f"report: {outcome.report}")
     if outcome.interrupted:
-        raise typer.Exit(130)
+        raise typer.Exit(128 + (outcome.signum or 2))  # 130 for Ctrl-C (SIGINT), 143 for SIGTERM
     if outcome.lost:
         err_console.print(f"[bold red]error:[/] {outcome.lost}", highlight=False, soft_wrap=True)
         raise typer.Exit(1)

@@ -29,6 +29,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from nas.arch import Arch
+from nas.search import stopping
 from nas.search.budget import BudgetTracker, Session, TrialCost, wall_seconds
 from nas.search.constraints import NothingFeasible, RejectionStreak, check_same_limits
 from nas.search.failures import WriteFailed, disk_state
@@ -328,6 +329,7 @@ def worker_loop(
     watch = StudyFile(storage_url(settings), restore=worker == 0)  # the study's file removed: restore, stop
     try:
         while True:
+            stopping.check()  # a signal received between trials stops the worker here
             watch.check()
             trials = study.get_trials(deepcopy=False)
             if fail_lost_trials(study, trials):  # a killed worker's trial is failed and queued again
@@ -371,9 +373,25 @@ def worker_loop(
 
 
 def _spawned_worker(settings: SearchSettings, worker: int, session: Session, ran: Any) -> None:
-    # the first worker says so, when its own streak ends or it finds the study's file removed
-    with contextlib.suppress(NothingFeasible, StudyFileLost, WriteFailed):
+    # the first worker says so, when its own streak ends or it finds the study's file removed; a signal
+    # (Ctrl-C to the process group, or SIGTERM from the first worker) ends it after its trial is recorded
+    stops = (NothingFeasible, StudyFileLost, WriteFailed, KeyboardInterrupt)
+    with contextlib.suppress(*stops), stopping.signals(defer=True):
         ran.value = worker_loop(settings, worker, session=session)
+
+
+def _join(helpers: Sequence[Any]) -> None:
+    """Wait for the helper processes; once this process has received a signal, pass SIGTERM on to them
+    (Ctrl-C reaches a terminal's whole process group; a SIGTERM to the first worker does not)."""
+    told = False
+    while any(p.is_alive() for p in helpers):
+        if not told and stopping.received() is not None:
+            for p in helpers:
+                if p.is_alive():
+                    p.terminate()  # SIGTERM: its trial is recorded as interrupted, then it ends
+            told = True
+        for p in helpers:
+            p.join(timeout=0.2)
 
 
 def run_optuna(settings: SearchSettings, progress: SearchProgress | None = None) -> int:
@@ -403,6 +421,5 @@ def run_optuna(settings: SearchSettings, progress: SearchProgress | None = None)
     try:
         ran = worker_loop(settings, 0, progress, runner, session, (study, storage))
     finally:
-        for p in helpers:
-            p.join()
+        _join(helpers)
     return ran + sum(c.value for c in counts)

@@ -8,7 +8,6 @@ SIGTERM, an error), writes ``runs/<study>/manifest.json`` and the trials table (
 
 from __future__ import annotations
 
-import signal
 import time
 import uuid
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import Any
 import pandas as pd
 from rich.console import Console
 
+from nas.search import stopping
 from nas.search.constraints import NothingFeasible
 from nas.search.failures import WriteFailed, write_failure
 from nas.search.settings import SearchSettings
@@ -37,10 +37,7 @@ class SearchOutcome:
     lost: str | None = None  # the study's file was removed mid-search (restored, or saved beside it)
     report: Path | None = None  # None when the study has no completed trial to plot yet
     ran: int | None = None  # trials this process ran (Optuna; several workers share one study)
-
-
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
+    signum: int | None = None  # the signal that interrupted it (None: Ctrl-C under Ray, or none)
 
 
 def run_search(settings: SearchSettings, console: Console | None = None) -> SearchOutcome:
@@ -48,7 +45,8 @@ def run_search(settings: SearchSettings, console: Console | None = None) -> Sear
     A full disk or a read-only folder stops it with :class:`~nas.search.failures.WriteFailed` (one
     sentence); what the study committed is kept."""
     try:
-        return _run_search(settings, console)
+        with stopping.signals(defer=settings.backend == "optuna"):  # a stopped job saves its table, too
+            return _run_search(settings, console)
     except Exception as err:
         cannot = write_failure(err, settings.run_dir)
         if cannot is None or isinstance(err, WriteFailed):
@@ -74,7 +72,6 @@ def _run_search(settings: SearchSettings, console: Console | None) -> SearchOutc
     interrupted = False
     stopped = lost = None
     ran = None
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # a stopped job saves its table like Ctrl-C
     progress = SearchProgress(title, objectives, console, settings.top_rung)
     try:
         with progress:
@@ -86,6 +83,8 @@ def _run_search(settings: SearchSettings, console: Console | None) -> SearchOutc
                 from nas.search.ray_driver import run_ray
 
                 run_ray(settings, progress)
+        # a signal that came while the helpers finished (after this worker's last trial) stopped them
+        interrupted = stopping.received() is not None
     except KeyboardInterrupt:
         interrupted = True
         console.print("[yellow]interrupted[/]: the finished trials are kept; continue with --resume")
@@ -96,8 +95,6 @@ def _run_search(settings: SearchSettings, console: Console | None) -> SearchOutc
         if not gone.restored:
             raise  # saved beside a file that now lies at the path: no study to read the table from
         lost = str(gone)  # the table, manifest and report are written from the restored study
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     frame, storage, tracker = _collect(settings)
     from nas.search.manifest import write_manifest
     from results.store import save_trials
@@ -128,7 +125,8 @@ def _run_search(settings: SearchSettings, console: Console | None) -> SearchOutc
         from results.report import write_report
 
         report = write_report(settings.run_dir)
-    return SearchOutcome(settings.run_dir, frame, manifest, interrupted, stopped, lost, report, ran)
+    signum = stopping.received() if interrupted else None
+    return SearchOutcome(settings.run_dir, frame, manifest, interrupted, stopped, lost, report, ran, signum)
 
 
 def _collect(settings: SearchSettings) -> tuple[pd.DataFrame, str, Any]:

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from nas.arch import Arch
+from nas.search import stopping
 from nas.search.budget import TrialCost
 from nas.search.failures import deadline, failure_reason, release_memory
 from nas.search.settings import SearchSettings
@@ -361,7 +362,8 @@ def run_trial(
         if earlier is not None:
             metrics, constraints = dict(earlier.metrics), dict(earlier.constraints)
         else:
-            metrics, constraints, rejected = _evaluate(runner, arch, report, step)
+            with stopping.stoppable():  # Ctrl-C / SIGTERM stop the evaluation at once, nothing else
+                metrics, constraints, rejected = _evaluate(runner, arch, report, step)
     except KeyboardInterrupt as err:
         reason = failure_reason(err)
     except Exception as err:  # the search goes on; the reason is kept in the trials table
