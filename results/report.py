@@ -41,6 +41,7 @@ import pandas as pd
 
 from nas.arch import Arch
 from nas.atomic import replaced
+from nas.search.credentials import redact_all
 from nas.search.manifest import read_manifest, update_manifest
 from nas.search.objectives import Objective, parse_objectives
 from results.pareto import dominates, hypervolume_history, pareto_front
@@ -541,7 +542,8 @@ def write_report(run_dir: str | Path) -> Path:
         "<h2>Failed trials</h2>",
         _html_table(failed) if len(failed) else "<p>None.</p>",
         "<h2>Manifest</h2>",
-        f"<pre>{html.escape(json.dumps(read_manifest(run_dir), indent=1))}</pre>",
+        # redacted again: a manifest written before passwords were hidden may still hold one
+        f"<pre>{html.escape(json.dumps(redact_all(read_manifest(run_dir)), indent=1))}</pre>",
         "</body></html>",
     ]
     path = run_dir / "report.html"

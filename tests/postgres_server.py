@@ -65,6 +65,31 @@ class PostgresServer:
         self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "nas", "nas")
         return self
 
+    def add_user(self, name: str, password: str) -> str:
+        """A login role ``name`` that must give ``password`` (SCRAM) over TCP, owning a database of its name
+        (the others keep the cluster's trust); returns its URL, without the password."""
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(
+            host="127.0.0.1", port=self.port, user="nas", dbname="nas", autocommit=True
+        ) as db:
+            db.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(sql.Identifier(name), password))
+            db.execute(sql.SQL("CREATE DATABASE {0} OWNER {0}").format(sql.Identifier(name)))
+            hba = self.data / "pg_hba.conf"  # the first matching line wins
+            hba.write_text(f"host all {name} 127.0.0.1/32 scram-sha-256\n{hba.read_text()}")
+            db.execute("SELECT pg_reload_conf()")
+        deadline = time.time() + 30
+        while True:  # the reload is asynchronous: wait until a login without the password is refused
+            try:
+                psycopg.connect(host="127.0.0.1", port=self.port, user=name, dbname=name, password="").close()
+            except psycopg.OperationalError:
+                break
+            if time.time() > deadline:
+                raise RuntimeError("PostgreSQL did not reload pg_hba.conf")
+            time.sleep(0.1)
+        return f"postgresql://{name}@127.0.0.1:{self.port}/{name}"
+
     def stop(self) -> None:
         stop(self.proc, signal.SIGINT)  # PostgreSQL's "fast" shutdown
         shutil.rmtree(self.root, ignore_errors=True)

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from nas.atomic import replaced
+from nas.search.credentials import redact, redact_all
 from nas.search.settings import SearchSettings
 
 __all__ = ["check_manifest", "package_versions", "read_manifest", "update_manifest", "write_manifest"]
@@ -173,8 +174,8 @@ def write_manifest(
                 "study": settings.study_name,
                 "space": settings.space,
                 "seed": settings.seed,
-                "settings": settings.to_dict(),
-                "storage": storage,
+                "settings": redact_all(settings.to_dict()),  # a storage URL's password is never written
+                "storage": redact(storage),
                 "budget": budget,
                 "evaluator": _evaluator_settings(settings),
                 "limits": settings.limits.to_dict(),  # resolved: --at-cost-of as the baseline's own counts
@@ -185,7 +186,7 @@ def write_manifest(
                     "host": socket.gethostname(),
                     "platform": platform.platform(),
                     "cpus": os.cpu_count(),
-                    "argv": sys.argv,
+                    "argv": [redact(arg) for arg in sys.argv],
                 },
                 "sessions": [*sessions, session],
                 "written": datetime.now(UTC).isoformat(timespec="seconds"),

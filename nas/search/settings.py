@@ -64,7 +64,7 @@ class SearchSettings:
     )
     sampler: str | None = None  # None: tpe (multivariate, grouped), for one objective or several
     study: str | None = None  # None: "<space>-<evaluator>"
-    storage: str | None = None  # None: sqlite:///runs/<study>/study.db
+    storage: str | None = field(default=None, repr=False)  # None: runs/<study>/study.db; may hold a password
     backend: str = "optuna"
     seed: int = 0
     workers: int = 1

@@ -31,6 +31,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from nas.search.credentials import PASSWORD_ENV, redact, scrub, split_password
 from nas.search.settings import SearchSettings
 
 __all__ = ["BatchedRDBStorage", "batched_writes", "open_storage", "storage_of", "storage_url", "trial_id"]
@@ -294,31 +295,45 @@ def batched_writes(storage: Any) -> contextlib.AbstractContextManager[None]:
 
 
 def open_storage(settings: SearchSettings) -> tuple[Any, str]:
-    """The Optuna storage object for ``settings`` and its URL; ValueError (one sentence) if unreachable."""
+    """The Optuna storage object for ``settings`` and its URL as it may be shown (its password hidden,
+    :func:`~nas.search.credentials.redact`); ValueError (one sentence, no password) if unreachable. A URL that
+    names a user and no password takes it from ``NAS_STORAGE_PASSWORD``, else (PostgreSQL) from libpq's
+    ``PGPASSWORD`` or password file: :mod:`nas.search.credentials`."""
     url = storage_url(settings)
+    shown = redact(url)
+    password = None
     try:
         if url.startswith("journal:") or url.endswith(".log"):
             from optuna.storages.journal import JournalFileBackend, JournalStorage
 
             path = Path(url.removeprefix("journal:")).expanduser()
             path.parent.mkdir(parents=True, exist_ok=True)
-            return JournalStorage(JournalFileBackend(str(path))), url
+            return JournalStorage(JournalFileBackend(str(path))), shown
         if url.startswith("sqlite:///"):
             Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         engine_url = url
         if url.startswith(("postgresql://", "postgres://")):  # no driver named: psycopg 3, a dependency
             engine_url = "postgresql+psycopg://" + url.split("://", 1)[1]
+        connect_args: dict[str, Any] = {}
+        if url.startswith("sqlite"):
+            connect_args["timeout"] = 60
+        else:
+            engine_url, password = split_password(engine_url)
+            if password is not None:
+                connect_args["password"] = password
         storage = BatchedRDBStorage(
-            engine_url, engine_kwargs={"connect_args": {"timeout": 60}} if url.startswith("sqlite") else None
+            engine_url, engine_kwargs={"connect_args": connect_args} if connect_args else None
         )
         if url.startswith("sqlite"):
             _use_write_ahead_log(storage)
-        return storage, url
+        return storage, shown
     except Exception as err:  # SQLAlchemy / driver errors: unreachable host, bad URL, missing driver
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         if "Failed to import DB access module" in first:
             first = _missing_driver(url)
-        raise ValueError(f"storage: cannot open {url}: {first}") from None
+        elif "no password supplied" in first:
+            first += f"; give it in the URL, {PASSWORD_ENV}, PGPASSWORD or ~/.pgpass (PGPASSFILE)"
+        raise ValueError(f"storage: cannot open {shown}: {scrub(first, url, [password or ''])}") from None
 
 
 def _missing_driver(url: str) -> str:
