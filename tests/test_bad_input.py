@@ -80,8 +80,8 @@ BAD_ARCHS: dict[str, str] = {
     "list": json.dumps([_hybrid()]),
 }
 ARCH_MESSAGES = {
-    "even-k": "s2.k: the 'local' mixer needs an odd integer k >= 3, got 4",
-    "zero-width": "s1.width: must be an integer >= 1, got 0",
+    "even-k": "s2.k: the 'local' mixer needs an odd whole number k between 3 and 31, got 4",
+    "zero-width": "s1.width: must be a whole number between 1 and 8192, got 0",
     "unknown-mixer": "s2.mixer: unknown value 'magic'",
     "truncated": "not valid JSON",
     "list": "expected a dict of labelled fields, got list",
