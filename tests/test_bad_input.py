@@ -254,9 +254,15 @@ CLI_CASES = [
     pytest.param(
         search("--resume", macs_img_size="8"), "macs-img-size: 8", id="search-macs-img-size-too-small"
     ),
-    pytest.param(search("--resume", macs_img_size="0"), "macs-img-size: 0", id="search-macs-img-size-zero"),
+    pytest.param(
+        search("--resume", macs_img_size="0"),
+        "macs-img-size: must be a whole number",
+        id="search-macs-img-size-zero",
+    ),
     pytest.param(search("--resume", trial_timeout="-1"), "trial-timeout", id="search-negative-trial-timeout"),
-    pytest.param(search("--resume", workers="0"), "workers: must be at least 1", id="search-zero-workers"),
+    pytest.param(
+        search("--resume", workers="0"), "workers: must be a whole number between 1", id="search-zero-workers"
+    ),
     pytest.param(search("--resume", cpus_per_trial="0"), "cpus-per-trial", id="search-zero-cpus-per-trial"),
     pytest.param(
         search("--resume", gpus_per_trial="-1"), "gpus-per-trial", id="search-negative-gpus-per-trial"
@@ -273,13 +279,15 @@ CLI_CASES = [
     ),
     # config files
     pytest.param(
-        search("--resume", config="{root}/nope.yaml"), "config: no such file", id="search-config-missing"
+        search("--resume", config="{root}/nope.yaml"),
+        "nope.yaml': cannot be read (no such file)",
+        id="search-config-missing",
     ),
     pytest.param(
-        search("--resume", config="{root}/invalid.yaml"), "is not valid YAML", id="search-config-invalid-yaml"
+        search("--resume", config="{root}/invalid.yaml"), "not valid YAML", id="search-config-invalid-yaml"
     ),
     pytest.param(
-        search("--resume", config="{root}/invalid.toml"), "is not valid TOML", id="search-config-invalid-toml"
+        search("--resume", config="{root}/invalid.toml"), "not valid TOML", id="search-config-invalid-toml"
     ),
     pytest.param(
         search("--resume", config="{root}/missing-key.yaml"),
