@@ -541,7 +541,7 @@ API_CASES: list[Any] = [
         lambda e: _create(_hybrid(), img_size=8), "8x8 is too small", id="create-img-size-too-small"
     ),
     pytest.param(lambda e: _create(e.root / "truncated.pt"), "cannot read", id="create-truncated-model-file"),
-    pytest.param(lambda e: _create(e.root / "nope.pt"), "cannot read", id="create-missing-model-file"),
+    pytest.param(lambda e: _create(e.root / "nope.pt"), "cannot be read", id="create-missing-model-file"),
     pytest.param(lambda e: _create(42), "neither an architecture JSON", id="create-not-an-arch"),
     pytest.param(
         lambda e: _create(_hybrid(), num_classes=0), "num_classes: must be", id="create-zero-classes"
