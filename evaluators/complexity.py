@@ -52,6 +52,7 @@ from nas.model import (
     SkipMetaInit,
     build_model,
     check_img_size,
+    check_task,
     count_params,
     head_layers,
     plan_blocks,
@@ -197,6 +198,7 @@ def count(arch: Arch, img_size: int = 224, in_chans: int = 3, num_classes: int =
 
     Each distinct part (stem, block, head) is traced once and multiplied (see the module docstring); the
     result equals :func:`count_traced`'s, the whole network traced in one piece."""
+    check_task(num_classes, in_chans)
     specs, feature_size = plan_blocks(arch, check_img_size(arch, img_size))
     parts = [StageCost(f"stem {arch.stem.key}", *_stem_cost(arch.stem, in_chans, img_size))]
     for i, stage in enumerate(arch.stages):

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from nas.bounds import MAX_BATCH, MAX_EPOCHS, MAX_IMAGES, shown, whole
+
 __all__ = ["EVALUATORS", "ON_REQUEST", "TRIAL_METRICS", "Evaluator", "EvaluatorSpec", "get_evaluator"]
 
 TRIAL_METRICS = frozenset({"params", "macs"})
@@ -90,6 +92,13 @@ class EvaluatorSpec:
         return _resolve(self.builder)(config, **context) if self.builder else None
 
 
+# The bounds of evaluators' whole-number settings, by name (nas.bounds): the sizes the command line's own
+# options share, and for any other count (steps, batches, paths, every n epochs) at least 0 and at most
+# MAX_IMAGES, so that no setting can ask for an allocation or a loop of any size.
+_SIZES = {"epochs": (1, MAX_EPOCHS), "batch_size": (1, MAX_BATCH), "train_samples": (1, MAX_IMAGES)}
+_COUNT = (0, MAX_IMAGES)
+
+
 def _check_kind(key: str, value: Any, default: Any) -> None:
     if default is None:
         return  # optional setting: any value its owner accepts
@@ -102,7 +111,9 @@ def _check_kind(key: str, value: Any, default: Any) -> None:
     else:
         ok, wanted = isinstance(value, type(default)), f"a {type(default).__name__}"
     if not ok:
-        raise ValueError(f"evaluator-config: {key} must be {wanted}, got {value!r}")
+        raise ValueError(f"evaluator-config: {key} must be {wanted}, got {shown(value)}")
+    if isinstance(default, int) and not isinstance(default, bool):
+        whole(f"evaluator-config: {key}", value, *_SIZES.get(key, _COUNT))
 
 
 def build_proxy(config: Any, *, profile: Any, data: Any, seed: int, device: Any, weights_dir: Path, **_: Any):

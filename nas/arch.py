@@ -13,6 +13,11 @@ Values are canonical: optional fields left as ``None`` are filled with their def
 encodings of the same network compare equal and share one :attr:`Arch.key`. The lossless exchange format is
 the flat dict of labelled primitives (``{"s1.block": "mbconv", "s3.k": 7, ...}``) used by Optuna params,
 Ray configs, JSON files and report rows. This module imports nothing heavy: it is safe to use anywhere.
+
+Every size is bounded (:mod:`nas.bounds`: at most 16 stages of at most 64 blocks, widths up to 8192, odd ``k``
+up to 31, up to 256 heads and 4096 memory slots, patches up to 64), so a value checked here can be built
+without first allocating something of its own size. JSON is read by :mod:`nas.userfiles` (a regular file of
+at most 1 MiB, nested at most 32 levels).
 """
 
 from __future__ import annotations
@@ -23,6 +28,20 @@ import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
+
+from nas import userfiles
+from nas.bounds import (
+    MAX_DEPTH,
+    MAX_EXPAND,
+    MAX_HEADS,
+    MAX_K,
+    MAX_MEMORY,
+    MAX_PATCH,
+    MAX_STAGES,
+    MAX_WIDTH,
+    shown,
+    whole,
+)
 
 __all__ = [
     "BLOCK_MIXERS",
@@ -57,14 +76,15 @@ def _fail(name: str, message: str) -> None:
     raise ValueError(f"{name}: {message}")
 
 
-def _check_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        _fail(name, f"must be an integer >= {minimum}, got {value!r}")
-
-
 def _check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        _fail(name, f"unknown value {value!r}; allowed: {', '.join(allowed)}")
+    if not isinstance(value, str) or value not in allowed:
+        _fail(name, f"unknown value {shown(value)}; allowed: {', '.join(allowed)}")
+
+
+def _subject(label: Any) -> str:
+    """A flat dict's label as the subject of an error: as it is if short and printable, else cut short."""
+    text = str(label)
+    return text if len(text) <= 60 and text.isprintable() else shown(label)
 
 
 @dataclass(frozen=True)
@@ -79,13 +99,13 @@ class Stem:
 
     def __post_init__(self) -> None:
         _check_choice("stem.kind", self.kind, STEM_KINDS)
-        _check_int("stem.width", self.width, 1)
+        whole("stem.width", self.width, 1, MAX_WIDTH)
         if self.kind == "patch":
-            _check_int("stem.patch", self.patch, 1)
+            whole("stem.patch", self.patch, 1, MAX_PATCH)
         elif self.patch is not None:
             _fail(
                 "stem.patch",
-                f"only the 'patch' stem takes a patch size, got {self.patch!r} for {self.kind!r}",
+                f"only the 'patch' stem takes a patch size, got {shown(self.patch)} for {self.kind!r}",
             )
         if self.kind == "attn" and self.width % ATTN_STEM_HEADS:
             _fail(
@@ -133,12 +153,11 @@ class Stage:
                 f"{self.mixer!r} is not allowed in a {self.block!r} block; allowed: "
                 f"{', '.join(BLOCK_MIXERS[self.block])}",
             )
-        _check_int("depth", self.depth, 1)
-        _check_int("width", self.width, 1)
-        _check_int("stride", self.stride, 1)
-        if self.stride > 2:
-            _fail("stride", f"must be 1 or 2, got {self.stride!r}")
-        _check_int("expand", self.expand, 1)
+        whole("depth", self.depth, 1, MAX_DEPTH)
+        whole("width", self.width, 1, MAX_WIDTH)
+        if isinstance(self.stride, bool) or not isinstance(self.stride, int) or self.stride not in (1, 2):
+            _fail("stride", f"must be 1 or 2, got {shown(self.stride)}")
+        whole("expand", self.expand, 1, MAX_EXPAND)
         if self.block == "bottleneck" and self.width % self.expand:
             _fail(
                 "width",
@@ -153,29 +172,35 @@ class Stage:
         if self.mixer in ("conv", "local"):
             if self.k is None and self.mixer == "conv":
                 object.__setattr__(self, "k", 3)
-            if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 3 or self.k % 2 == 0:
-                _fail("k", f"the {self.mixer!r} mixer needs an odd integer k >= 3, got {self.k!r}")
+            k = self.k
+            if isinstance(k, bool) or not isinstance(k, int) or not 3 <= k <= MAX_K or k % 2 == 0:
+                _fail(
+                    "k",
+                    f"the {self.mixer!r} mixer needs an odd whole number k between 3 and {MAX_K}, "
+                    f"got {shown(k)}",
+                )
         elif self.k is not None:
-            _fail("k", f"only the 'conv' and 'local' mixers take k, got {self.k!r} for {self.mixer!r}")
+            _fail("k", f"only the 'conv' and 'local' mixers take k, got {shown(self.k)} for {self.mixer!r}")
 
     def _canonicalize_memory(self) -> None:
         if self.mixer == "ext":
             if self.memory is None:
                 object.__setattr__(self, "memory", _EXT_MEMORY)
-            _check_int("memory", self.memory, 1)
+            whole("memory", self.memory, 1, MAX_MEMORY)
         elif self.memory is not None:
             _fail(
-                "memory", f"only the 'ext' mixer takes memory slots, got {self.memory!r} for {self.mixer!r}"
+                "memory",
+                f"only the 'ext' mixer takes memory slots, got {shown(self.memory)} for {self.mixer!r}",
             )
 
     def _canonicalize_heads(self) -> None:
         if self.mixer == "conv":
             if self.heads is not None:
-                _fail("heads", f"the 'conv' mixer has no heads, got {self.heads!r}")
+                _fail("heads", f"the 'conv' mixer has no heads, got {shown(self.heads)}")
             return
         if self.heads is None:
             object.__setattr__(self, "heads", self.default_heads)
-        _check_int("heads", self.heads, 1)
+        whole("heads", self.heads, 1, MAX_HEADS)
         dim = self.mixer_dim
         if dim % self.heads:
             _fail(
@@ -247,16 +272,16 @@ class Head:
     def __post_init__(self) -> None:
         _check_choice("head.kind", self.kind, HEAD_KINDS)
         if self.kind == "mlp":
-            _check_int("head.width", self.width, 1)
+            whole("head.width", self.width, 1, MAX_WIDTH)
         elif self.width is not None:
-            _fail("head.width", f"only the 'mlp' head has a width, got {self.width!r} for {self.kind!r}")
+            _fail("head.width", f"only the 'mlp' head has a width, got {shown(self.width)} for {self.kind!r}")
 
     @property
     def key(self) -> str:
         return {"fc": "", "norm": "norm", "mlp": f"mlp{self.width}"}[self.kind]
 
 
-_STAGE_FIELD = re.compile(r"^s([1-9][0-9]*)\.([a-z_]+)$")
+_STAGE_FIELD = re.compile(r"s([1-9][0-9]{0,8})\.([a-z_]+)")
 _STAGE_FIELDS = tuple(f.name for f in fields(Stage))
 
 
@@ -274,6 +299,8 @@ class Arch:
         stages = tuple(self.stages) if isinstance(self.stages, (list, tuple)) else None
         if not stages or not all(isinstance(s, Stage) for s in stages):
             _fail("stages", "must be a non-empty sequence of Stage")
+        if len(stages) > MAX_STAGES:
+            _fail("stages", f"must be between 1 and {MAX_STAGES} stages, got {len(stages)}")
         object.__setattr__(self, "stages", stages)
         if not isinstance(self.head, Head):
             _fail("head", f"must be a Head, got {type(self.head).__name__}")
@@ -334,13 +361,15 @@ class Arch:
         head = cls._section(items, "head", Head, required=())
         per_stage: dict[int, dict[str, Any]] = {}
         for label, value in items.items():
-            match = _STAGE_FIELD.match(str(label))
+            match = _STAGE_FIELD.fullmatch(str(label)) if isinstance(label, str) else None
             if match is None or match.group(2) not in _STAGE_FIELDS:
                 _fail(
-                    str(label),
+                    _subject(label),
                     "unknown field; expected stem.*, head.* or s<i>.<field> with field one of "
                     f"{', '.join(_STAGE_FIELDS)}",
                 )
+            if int(match.group(1)) > MAX_STAGES:
+                _fail(label, f"stages are numbered s1 to s{MAX_STAGES} at most")
             per_stage.setdefault(int(match.group(1)), {})[match.group(2)] = value
         if not per_stage:
             _fail("stages", "no stage fields (s1.block, s1.mixer, ...) found")
@@ -363,10 +392,11 @@ class Arch:
     def _section(items: dict[str, Any], prefix: str, kind: type, required: tuple[str, ...]) -> Any:
         names = {f.name for f in fields(kind)}
         values = {}
-        for label in [k for k in items if str(k).startswith(prefix + ".")]:
+        for label in [k for k in items if isinstance(k, str) and k.startswith(prefix + ".")]:
             name = label[len(prefix) + 1 :]
             if name not in names:
-                _fail(label, f"unknown field; allowed: {', '.join(f'{prefix}.{n}' for n in sorted(names))}")
+                allowed = ", ".join(f"{prefix}.{n}" for n in sorted(names))
+                _fail(_subject(label), f"unknown field; allowed: {allowed}")
             values[name] = items.pop(label)
         for name in required:
             if name not in values:
@@ -380,28 +410,18 @@ class Arch:
 
     @classmethod
     def from_json(cls, text: str) -> Arch:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise ValueError(
-                f"arch JSON: not valid JSON ({err.msg} at line {err.lineno} column {err.colno})"
-            ) from None
-        return cls.from_flat(data)
+        """The architecture in JSON ``text`` (the flat dict); ValueError in one sentence otherwise."""
+        return cls.from_flat(userfiles.parse(text, "JSON", "arch JSON"))
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(self.to_json(indent=2) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> Arch:
+        """The architecture in the JSON file ``path`` (read by :mod:`nas.userfiles`); ValueError in one
+        sentence naming the file otherwise."""
+        data = userfiles.load(path, "arch file", "JSON")
         try:
-            text = Path(path).read_text()
-        except UnicodeDecodeError:
-            raise ValueError(
-                f"arch file {str(path)!r}: not UTF-8 text, so not an architecture JSON"
-            ) from None
-        except OSError as err:
-            raise ValueError(f"arch file {str(path)!r}: cannot be read ({err.strerror})") from None
-        try:
-            return cls.from_json(text)
+            return cls.from_flat(data)
         except ValueError as err:
-            raise ValueError(f"arch file {str(path)!r}: {err}") from None
+            raise ValueError(f"{userfiles.where('arch file', path)}: {err}") from None

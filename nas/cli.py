@@ -1,8 +1,9 @@
 """The ``nas`` command line (typer + rich).
 
 Heavy imports (torch, timm) happen inside the commands, so ``nas --help`` stays fast. Errors a user can cause
-(a bad architecture file, an image too small for an architecture) are caught here and printed as one sentence
-with exit code 2.
+(a bad architecture file, an image too small for an architecture, a size out of its bounds, a value that is
+not a number) are caught here and printed as one sentence with exit code 2. Every size is checked against
+:mod:`nas.bounds` before anything is loaded or built.
 """
 
 from __future__ import annotations
@@ -15,19 +16,60 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
+
+from nas.bounds import (
+    MAX_BATCH,
+    MAX_CLASSES,
+    MAX_EPOCHS,
+    MAX_IMAGES,
+    MAX_IMG_SIZE,
+    MAX_IN_CHANS,
+    MAX_SEED,
+    MAX_WIDTH,
+    whole,
+)
+
+USER_ERROR = 2
+console = Console()
+err_console = Console(stderr=True)
+
+
+def _print_error(message: str) -> None:
+    """``error: message`` on stderr, on one line; the message is text, never rich markup."""
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
+class _Commands(TyperGroup):
+    """The ``nas`` commands. A value the command line cannot convert (a word or a fraction where a whole
+    number is meant, a number of 5000 digits) is one sentence and exit code 2, like every other bad input,
+    instead of typer's usage text and box."""
+
+    def invoke(self, ctx: typer.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except typer.BadParameter as err:
+            name = err.param.name.replace("_", "-") if err.param is not None and err.param.name else "value"
+            text = err.message.strip().rstrip(".")  # empty for a missing argument: its own message says it
+            text = f"{name}: {_lower_first(text)}" if text else _lower_first(err.format_message().rstrip("."))
+            _print_error(text)
+            raise typer.Exit(USER_ERROR) from None
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]
+
 
 app = typer.Typer(
+    cls=_Commands,
     name="nas",
     help="Neural architecture search over hybrid convolution / attention vision networks.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err_console = Console(stderr=True)
-
-USER_ERROR = 2
 
 
 @contextmanager
@@ -36,14 +78,21 @@ def _user_errors() -> Iterator[None]:
     try:
         yield
     except ValueError as err:
-        err_console.print(f"[bold red]error:[/] {err}", highlight=False, soft_wrap=True)
+        _print_error(str(err))
         raise typer.Exit(USER_ERROR) from None
 
 
-def _check_at_least_1(**values: int) -> None:
-    for name, value in values.items():
-        if value < 1:
-            raise ValueError(f"{name.replace('_', '-')}: must be at least 1, got {value}")
+def _check_task(
+    img_size: int | None = None, num_classes: int | None = None, in_chans: int | None = None
+) -> None:
+    """The sizes of the network a command builds, within their bounds (:mod:`nas.bounds`)."""
+    for name, value, most in (
+        ("img-size", img_size, MAX_IMG_SIZE),
+        ("num-classes", num_classes, MAX_CLASSES),
+        ("in-chans", in_chans, MAX_IN_CHANS),
+    ):
+        if value is not None:
+            whole(name, value, 1, most)
 
 
 def _fwd_bwd_ms(module, x) -> float:
@@ -83,7 +132,8 @@ def ops(
     for column in ("kind", "op", "params", "output", "fwd+bwd ms"):
         table.add_column(column, justify="right" if column in ("params", "fwd+bwd ms") else "left")
     with _user_errors():
-        _check_at_least_1(width=width, size=size)
+        whole("width", width, 1, MAX_WIDTH)
+        whole("size", size, 1, MAX_IMG_SIZE // 4)  # the stems run on images of 4 x size
         for kind in STEMS.names():
             stem = STEMS.get(kind)(3, width, patch=4 if kind == "patch" else None)
             x = torch.randn(2, 3, 4 * size, 4 * size)
@@ -117,7 +167,7 @@ def inspect(
     from nas.model import build_model, count_params
 
     with _user_errors():
-        _check_at_least_1(num_classes=num_classes, in_chans=in_chans)
+        _check_task(img_size, num_classes, in_chans)
         arch = Arch.load(arch_file)
         model = build_model(arch, num_classes=num_classes, in_chans=in_chans, img_size=img_size).eval()
     table = Table(title=arch.key)
@@ -182,6 +232,7 @@ def baselines(
 
     with _user_errors():
         _check_format(fmt, ("table", "json", "csv"))
+        _check_task(img_size)
         from evaluators.complexity import count
         from search_spaces import get_space
 
@@ -267,7 +318,7 @@ def cost(
 
     with _user_errors():
         _check_format(fmt, ("table", "json"))
-        _check_at_least_1(num_classes=num_classes)
+        _check_task(img_size, num_classes)
         arch = Arch.load(arch_file)
         from evaluators.complexity import count
 
@@ -527,8 +578,8 @@ def train(
     profile: Annotated[
         str | None, typer.Option(help="cpu | gpu | full. [default: full with CUDA, else cpu]")
     ] = None,
-    epochs: Annotated[int, typer.Option(min=1)] = 10,
-    batch_size: Annotated[int, typer.Option(min=1)] = 64,
+    epochs: int = 10,
+    batch_size: int = 64,
     train_samples: Annotated[int | None, typer.Option(help="Training images used (default: all).")] = None,
     lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = 1e-3,
     seed: int = 0,
@@ -537,6 +588,11 @@ def train(
 ) -> None:
     """Train one architecture with checkpoints every epoch; ends with model.pt (nas.create_model loads it)."""
     with _user_errors():
+        whole("epochs", epochs, 1, MAX_EPOCHS)
+        whole("batch-size", batch_size, 1, MAX_BATCH)
+        if train_samples is not None:
+            whole("train-samples", train_samples, 1, MAX_IMAGES)
+        whole("seed", seed, 0, MAX_SEED)
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         from evaluators.complexity import pick_device

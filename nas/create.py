@@ -18,8 +18,10 @@ from typing import Any
 
 import torch
 
+from nas import userfiles
 from nas.arch import Arch
-from nas.model import NasNet, build_model
+from nas.bounds import MAX_CLASSES, MAX_IN_CHANS, shown, whole
+from nas.model import NasNet, build_model, img_size_pair
 
 __all__ = ["FORMAT", "create_model", "load_model_file", "resolve_arch", "save_model", "weights_name"]
 
@@ -35,10 +37,13 @@ def resolve_arch(arch: Arch | dict | str | Path) -> Arch:
     text = str(arch)
     if text.lstrip().startswith("{"):
         return Arch.from_json(text)
-    path = Path(text)
-    if not path.exists():
-        raise ValueError(f"arch: {text!r} is neither an architecture JSON nor an existing file")
-    return Arch.load(path)  # ValueError naming the file: unreadable, not JSON, or not a valid architecture
+    try:
+        exists = Path(text).exists()
+    except (OSError, ValueError):  # a name too long for a path, or holding a NUL byte
+        exists = False
+    if not exists:
+        raise ValueError(f"arch: {shown(text)} is neither an architecture JSON nor an existing file")
+    return Arch.load(text)  # ValueError naming the file: unreadable, not JSON, or not a valid architecture
 
 
 def weights_name(arch: Arch) -> str:
@@ -67,6 +72,7 @@ def save_model(model: NasNet, path: str | Path, **meta: Any) -> Path:
 
 def load_model_file(path: str | Path) -> dict[str, Any]:
     """The payload of a model file; ValueError in one sentence if it is not one."""
+    userfiles.check_regular(path, "model file", max_bytes=None)  # torch.load would wait on a FIFO forever
     try:
         payload = torch.load(Path(path), map_location="cpu", weights_only=True)
     except Exception as err:  # a truncated or foreign file: torch raises several kinds
@@ -92,9 +98,14 @@ def create_model(
     weights are loaded (strictly); a ``num_classes``, ``in_chans`` or ``img_size`` that contradicts the file
     is refused. Without one, the defaults are ImageNet's (1000 classes, 3 channels, 224 px).
     """
-    for name, value in (("num_classes", num_classes), ("in_chans", in_chans)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ValueError(f"{name}: must be a whole number of at least 1, got {value!r}")
+    for name, value, most in (
+        ("num_classes", num_classes, MAX_CLASSES),
+        ("in_chans", in_chans, MAX_IN_CHANS),
+    ):
+        if value is not None:
+            whole(name, value, 1, most)
+    if img_size is not None:
+        img_size = img_size_pair(img_size)
     payload = None
     source = checkpoint
     if source is None and isinstance(arch, (str, Path)) and str(arch).endswith((".pt", ".pth")):
@@ -107,8 +118,7 @@ def create_model(
             if wanted != built:
                 raise ValueError(f"checkpoint: {source} holds {built.key}, not {wanted.key}")
         arch = built
-        square = (img_size, img_size) if isinstance(img_size, int) else img_size
-        given = {"num_classes": num_classes, "in_chans": in_chans, "img_size": square}
+        given = {"num_classes": num_classes, "in_chans": in_chans, "img_size": img_size}
         for name, value in given.items():
             stored = payload[name]
             if value is not None and _norm(value) != _norm(stored):

@@ -16,6 +16,7 @@ from timm.layers import LayerNorm
 from torch.overrides import TorchFunctionMode
 
 from nas.arch import Arch, Head, Stage
+from nas.bounds import MAX_CLASSES, MAX_IMG_SIZE, MAX_IN_CHANS, shown, whole
 from nas.ops import BLOCKS, STEMS, MixerCfg
 from nas.ops._layers import out_size
 
@@ -25,8 +26,10 @@ __all__ = [
     "SkipMetaInit",
     "build_model",
     "check_img_size",
+    "check_task",
     "count_params",
     "head_layers",
+    "img_size_pair",
     "mixer_cfg",
     "plan_blocks",
 ]
@@ -80,14 +83,34 @@ def plan_blocks(
 
 
 def check_img_size(arch: Arch, img_size: int | tuple[int, int]) -> tuple[int, int]:
-    """``img_size`` as (H, W); ValueError if a side is below the arch's total stride (the one size rule)."""
-    size = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
+    """``img_size`` as (H, W); ValueError in one sentence unless each side is a whole number of pixels of at
+    most ``MAX_IMG_SIZE`` (4096) and at least the arch's total stride (the one size rule)."""
+    size = img_size_pair(img_size)
     if min(size) < arch.min_img_size:
         raise ValueError(
             f"image size {size[0]}x{size[1]} is too small for {arch.key}: its total stride is "
             f"{arch.stride}, so each side must be at least {arch.min_img_size} px"
         )
     return size
+
+
+def img_size_pair(img_size: int | tuple[int, int] | list[int]) -> tuple[int, int]:
+    """``img_size`` (a side, or a (height, width) pair) as (H, W); ValueError in one sentence unless each side
+    is a whole number of pixels between 1 and ``MAX_IMG_SIZE`` (4096)."""
+    if isinstance(img_size, (tuple, list)) and len(img_size) == 2:
+        return whole("img_size", img_size[0], 1, MAX_IMG_SIZE), whole(
+            "img_size", img_size[1], 1, MAX_IMG_SIZE
+        )
+    if isinstance(img_size, int) and not isinstance(img_size, bool):
+        return (whole("img_size", img_size, 1, MAX_IMG_SIZE),) * 2
+    raise ValueError(f"img_size: must be a side or a (height, width) pair of pixels, got {shown(img_size)}")
+
+
+def check_task(num_classes: int, in_chans: int) -> None:
+    """ValueError in one sentence unless ``num_classes`` (0: no classifier, timm's convention) and
+    ``in_chans`` are whole numbers within their bounds (:mod:`nas.bounds`)."""
+    whole("num_classes", num_classes, 0, MAX_CLASSES)
+    whole("in_chans", in_chans, 1, MAX_IN_CHANS)
 
 
 def head_layers(
@@ -130,6 +153,7 @@ class NasNet(nn.Module):
     ) -> None:
         super().__init__()
         size = check_img_size(arch, img_size)
+        check_task(num_classes, in_chans)
         self.arch = arch
         self.num_classes = num_classes
         self.in_chans = in_chans

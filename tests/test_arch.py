@@ -92,14 +92,45 @@ def test_from_flat_fills_defaults() -> None:
 
 INVALID_STAGES = [
     (dict(block="transformer", mixer="local", depth=1, width=64, k=4), "k: the 'local' mixer needs an odd"),
-    (dict(block="transformer", mixer="local", depth=1, width=64, k=1), "odd integer k >= 3"),
+    (
+        dict(block="transformer", mixer="local", depth=1, width=64, k=1),
+        "odd whole number k between 3 and 31, got 1",
+    ),
     (dict(block="transformer", mixer="local", depth=1, width=64), "got None"),
     (dict(block="bottleneck", mixer="conv", depth=1, width=64, k=2), "k: the 'conv' mixer"),
     (dict(block="transformer", mixer="rel", depth=1, width=64, k=3), "k: only the 'conv' and 'local'"),
-    (dict(block="transformer", mixer="rel", depth=1, width=0), "width: must be an integer >= 1"),
-    (dict(block="transformer", mixer="rel", depth=0, width=64), "depth: must be an integer >= 1"),
-    (dict(block="transformer", mixer="rel", depth=True, width=64), "depth: must be an integer"),
-    (dict(block="transformer", mixer="rel", depth=1.5, width=64), "depth: must be an integer"),
+    (
+        dict(block="transformer", mixer="rel", depth=1, width=0),
+        "width: must be a whole number between 1 and 8192, got 0",
+    ),
+    (
+        dict(block="transformer", mixer="rel", depth=0, width=64),
+        "depth: must be a whole number between 1 and 64, got 0",
+    ),
+    (dict(block="transformer", mixer="rel", depth=True, width=64), "depth: must be a whole number"),
+    (dict(block="transformer", mixer="rel", depth=1.5, width=64), "depth: must be a whole number"),
+    # sizes are bounded, so a value is refused before anything of its size is made
+    (dict(block="transformer", mixer="rel", depth=10**9, width=64), "between 1 and 64, got 1000000000"),
+    (
+        dict(block="transformer", mixer="rel", depth=1, width=10**6),
+        "width: must be a whole number between 1 and 8192",
+    ),
+    (dict(block="transformer", mixer="local", depth=1, width=64, k=33), "between 3 and 31, got 33"),
+    (
+        dict(block="transformer", mixer="rel", depth=1, width=64, heads=512),
+        "heads: must be a whole number between 1 and 256",
+    ),
+    (
+        dict(block="transformer", mixer="ext", depth=1, width=64, memory=10**6),
+        "memory: must be a whole number between 1 and 4096",
+    ),
+    (
+        dict(block="mbconv", mixer="conv", depth=1, width=64, expand=64),
+        "expand: must be a whole number between 1 and 16",
+    ),
+    (dict(block="mbconv", mixer="conv", depth=1, width=64, stride=True), "stride: must be 1 or 2, got True"),
+    (dict(block="mbconv", mixer="conv", depth=1, width=64, stride=2.0), "stride: must be 1 or 2, got 2.0"),
+    (dict(block="transformer", mixer="rel", depth=10**5000, width=64), "got an integer of 16610 bits"),
     (
         dict(block="resnext", mixer="conv", depth=1, width=64),
         "block: unknown value 'resnext'; allowed: mbconv",
@@ -123,7 +154,10 @@ INVALID_STAGES = [
     ),
     (dict(block="transformer", mixer="rel", depth=1, width=64, stride=3), "stride: must be 1 or 2"),
     (dict(block="bottleneck", mixer="conv", depth=1, width=66), "width: a bottleneck of expansion 4"),
-    (dict(block="transformer", mixer="ext", depth=1, width=64, memory=0), "memory: must be an integer >= 1"),
+    (
+        dict(block="transformer", mixer="ext", depth=1, width=64, memory=0),
+        "memory: must be a whole number between 1 and 4096, got 0",
+    ),
     (dict(block="transformer", mixer="rel", depth=1, width=64, memory=8), "memory: only the 'ext' mixer"),
 ]
 
@@ -139,10 +173,20 @@ def test_invalid_stage_names_field_and_allowed_values(kwargs: dict, message: str
     ("build", "message"),
     [
         (lambda: Stem("vit", 64), "stem.kind: unknown value 'vit'; allowed: conv, resnet, attn, patch"),
-        (lambda: Stem("patch", 64), "stem.patch: must be an integer >= 1, got None"),
+        (lambda: Stem("patch", 64), "stem.patch: must be a whole number between 1 and 64, got None"),
+        (
+            lambda: Stem("patch", 64, patch=4096),
+            "stem.patch: must be a whole number between 1 and 64, got 4096",
+        ),
+        (lambda: Stem("conv", 10**9), "stem.width: must be a whole number between 1 and 8192"),
+        (lambda: Head("mlp", 10**9), "head.width: must be a whole number between 1 and 8192"),
+        (
+            lambda: Arch(Stem("conv", 8), (Stage("mbconv", "conv", 1, 8),) * 17),
+            "between 1 and 16 stages, got 17",
+        ),
         (lambda: Stem("conv", 64, patch=4), "stem.patch: only the 'patch' stem"),
         (lambda: Stem("attn", 60), "stem.width: the attention stem has 8 heads"),
-        (lambda: Head("mlp"), "head.width: must be an integer >= 1"),
+        (lambda: Head("mlp"), "head.width: must be a whole number between 1 and 8192"),
         (lambda: Head("fc", 10), "head.width: only the 'mlp' head"),
         (lambda: Arch(Stem("conv", 8), ()), "stages: must be a non-empty sequence of Stage"),
     ],
@@ -157,7 +201,15 @@ def test_invalid_stem_head_arch(build, message: str) -> None:
     ("flat", "message"),
     [
         ({**COATNET0.to_flat(), "s3.k": 4}, "s3.k: only the 'conv' and 'local' mixers take k"),
-        ({**COATNET0.to_flat(), "s2.width": 0}, "s2.width: must be an integer >= 1"),
+        ({**COATNET0.to_flat(), "s2.width": 0}, "s2.width: must be a whole number between 1 and 8192, got 0"),
+        ({**COATNET0.to_flat(), "s17.depth": 1}, "s17.depth: stages are numbered s1 to s16 at most"),
+        ({**COATNET0.to_flat(), "s1000000000.depth": 1}, "unknown field"),
+        (
+            {**COATNET0.to_flat(), "s2.depth": "9" * 5000},
+            "s2.depth: must be a whole number between 1 and 64, got '999",
+        ),
+        ({**COATNET0.to_flat(), "x" * 10**6: 1}, "'xxxxx"),
+        ({**COATNET0.to_flat(), 7: 1}, "7: unknown field"),
         ({**COATNET0.to_flat(), "s9.foo": 1}, "s9.foo: unknown field"),
         ({**COATNET0.to_flat(), "stem.size": 1}, "stem.size: unknown field"),
         ({k: v for k, v in COATNET0.to_flat().items() if not k.startswith("s2.")}, "s2: missing"),

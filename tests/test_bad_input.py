@@ -6,12 +6,19 @@ case that writes before it fails is caught: the study's tables (read from ``stud
 ``trials.csv``, ``trials.parquet`` and ``manifest.json`` bytes and its file listing must be as they were.
 
 A CLI case must exit with code 2 and print exactly one line, ``error: ...``, with no traceback and no warning.
-An API case must raise ValueError whose message is one line.
+An API case must raise ValueError whose message is one line. Every case runs under a timeout, so an input that
+would block (a FIFO) or never end (``/dev/zero``, a YAML alias bomb) fails instead of hanging the suite.
+
+The size cases try every size option of every command with values out of bounds (``nas.bounds``): below the
+least, one past the most, huge, and values the command line cannot read as a number (a word, a fraction, a
+bool, a huge exponent, 5000 digits). The file cases (``nas.userfiles``) cover architecture JSON and search
+configs that are deep, oversized, alias bombs, not regular files, not UTF-8, or sections of the wrong type.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import warnings
@@ -25,7 +32,8 @@ import pytest
 from cheap_search import cheap_settings
 from typer.testing import CliRunner
 
-from nas.arch import Arch
+from nas import bounds
+from nas.arch import Arch, Stage, Stem
 from nas.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,6 +74,9 @@ class Env:
         return text.format(root=self.root, runs=self.runs, hybrid=HYBRID)
 
 
+_STAGE = {"block": "mbconv", "mixer": "conv", "depth": 1, "width": 768}
+
+
 def _hybrid(**changes: Any) -> dict[str, Any]:
     flat = json.loads(HYBRID.read_text())
     flat.update(changes)
@@ -78,14 +89,156 @@ BAD_ARCHS: dict[str, str] = {
     "unknown-mixer": json.dumps(_hybrid(**{"s2.mixer": "magic"})),
     "truncated": HYBRID.read_text()[: len(HYBRID.read_text()) // 2],
     "list": json.dumps([_hybrid()]),
+    # sizes out of bounds, before anything of that size is made
+    "huge-depth": json.dumps(_hybrid(**{"s1.depth": 10**9})),
+    "negative-depth": json.dumps(_hybrid(**{"s1.depth": -1})),
+    "float-depth": json.dumps(_hybrid(**{"s1.depth": 2.0})),
+    "bool-depth": json.dumps(_hybrid(**{"s1.depth": True})),
+    "text-depth": json.dumps(_hybrid(**{"s1.depth": "1e9"})),
+    "inf-depth": json.dumps(_hybrid(**{"s1.depth": 1})).replace('"s1.depth": 1', '"s1.depth": 1e999'),
+    "digits-depth": json.dumps(_hybrid(**{"s1.depth": 1})).replace(
+        '"s1.depth": 1', '"s1.depth": ' + "9" * 5000
+    ),
+    "huge-width": json.dumps(_hybrid(**{"s4.width": 10**6})),
+    "huge-stem": json.dumps(_hybrid(**{"stem.width": 10**9})),
+    "huge-head": json.dumps(_hybrid(**{"head.kind": "mlp", "head.width": 10**9})),
+    "big-k": json.dumps(_hybrid(**{"s2.k": 33})),
+    "many-heads": json.dumps(_hybrid(**{"s4.heads": 512})),
+    "huge-memory": json.dumps(_hybrid(**{"s3.memory": 10**6})),
+    "huge-expand": json.dumps(_hybrid(**{"s1.expand": 1000})),
+    "stage-17": json.dumps(_hybrid(**{f"s{i}.{f}": v for i in range(5, 18) for f, v in _STAGE.items()})),
+    # files out of bounds
+    "deep": '{"s1.depth": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    "deep-33": '{"s1.depth": ' + "[" * 32 + "]" * 32 + "}",  # the 33rd level counts the outer object
+    "big": HYBRID.read_text() + " " * (1 << 20),  # valid JSON, just over 1 MiB
+    "many-values": json.dumps({"stem.kind": "conv", "s1.depth": [0] * 20_000}),
 }
 ARCH_MESSAGES = {
-    "even-k": "s2.k: the 'local' mixer needs an odd integer k >= 3, got 4",
-    "zero-width": "s1.width: must be an integer >= 1, got 0",
+    "huge-depth": "s1.depth: must be a whole number between 1 and 64, got 1000000000",
+    "negative-depth": "s1.depth: must be a whole number between 1 and 64, got -1",
+    "float-depth": "s1.depth: must be a whole number between 1 and 64, got 2.0",
+    "bool-depth": "s1.depth: must be a whole number between 1 and 64, got True",
+    "text-depth": "s1.depth: must be a whole number between 1 and 64, got '1e9'",
+    "inf-depth": "s1.depth: must be a whole number between 1 and 64, got inf",
+    "digits-depth": "not valid JSON (a number of more than 4300 digits)",
+    "huge-width": "s4.width: must be a whole number between 1 and 8192, got 1000000",
+    "huge-stem": "stem.width: must be a whole number between 1 and 8192, got 1000000000",
+    "huge-head": "head.width: must be a whole number between 1 and 8192, got 1000000000",
+    "big-k": "s2.k: the 'local' mixer needs an odd whole number k between 3 and 31, got 33",
+    "many-heads": "s4.heads: must be a whole number between 1 and 256, got 512",
+    "huge-memory": "s3.memory: must be a whole number between 1 and 4096, got 1000000",
+    "huge-expand": "s1.expand: must be a whole number between 1 and 16, got 1000",
+    "stage-17": "stages are numbered s1 to s16 at most",
+    "deep": "deep.json': nests lists and mappings deeper than 32 levels",
+    "deep-33": "deep-33.json': nests lists and mappings deeper than 32 levels",
+    "big": "big.json': is 1,048,997 bytes, over the limit of an input, 1,048,576 bytes (1 MiB)",
+    "many-values": "many-values.json': holds more than 10,000 values",
+    "fifo": "fifo.json': cannot be read (it is a FIFO, not a regular file)",
+    "even-k": "s2.k: the 'local' mixer needs an odd whole number k between 3 and 31, got 4",
+    "zero-width": "s1.width: must be a whole number between 1 and 8192, got 0",
     "unknown-mixer": "s2.mixer: unknown value 'magic'",
     "truncated": "not valid JSON",
     "list": "expected a dict of labelled fields, got list",
     "missing": "missing.json",
+}
+
+
+_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(  # 9**9 values in 318 bytes ("billion laughs")
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8)
+)
+BAD_CONFIGS: dict[str, str | bytes] = {
+    # the bomb inside a setting's value: a type error that shows the value used to hang formatting it
+    "bomb.yaml": "workers:\n" + "".join(f"  - {line.split(': ', 1)[1]}\n" for line in _BOMB.splitlines()),
+    "bomb-in-section.yaml": "search:\n  objectives:\n"
+    + "".join(f"    - {line.split(': ', 1)[1]}\n" for line in _BOMB.splitlines()),
+    "bomb-top.yaml": _BOMB + "workers: *i\n",
+    "bomb-merge.yaml": "a: &a {x: 1, y: 2}\n"
+    + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} {{<<: [{', '.join([f'*{chr(97 + i)}'] * 9)}]}}\n" for i in range(8)
+    ),
+    "cycle.yaml": "workers: &a [*a]\n",
+    "deep.yaml": "workers: " + "[" * 100_000 + "\n",
+    "deep-block.yaml": "".join(" " * i + "a:\n" for i in range(200)) + " " * 200 + "b: 1\n",
+    "deep.toml": "workers = " + "[" * 100_000 + "\n",
+    "deep-tables.toml": "[" + ".".join(["a"] * 40) + "]\nb = 1\n",
+    "big.yaml": "# padding\n" * 120_000,
+    "big.toml": "# padding\n" * 120_000,
+    "binary.yaml": b"\xff\xfe\x00w\x00o\x00r\x00k\x00",
+    "latin1.toml": 'budget = "caf\xe9"\n'.encode("latin-1"),
+    "section.yaml": "search: 5\n",
+    "section-list.yaml": "search: [workers, 2]\n",
+    "section-null.yaml": "search:\n",
+    "section.toml": "search = 5\n",
+    "section-text.toml": 'search = "workers = 2"\n',
+    "section-and-top.yaml": "search: {workers: 2}\nseed: 3\n",
+    "evaluator-config.yaml": "evaluator-config: 5\n",
+    "evaluator-config.toml": "evaluator_config = [1, 2]\n",
+    "digits.yaml": "workers: " + "9" * 5000 + "\n",
+    "digits.toml": "workers = " + "9" * 5000 + "\n",
+    "huge-workers.yaml": "workers: 100000000000000000000\n",
+    "float-workers.yaml": "workers: 2.0\n",
+    "bool-workers.toml": "workers = true\n",
+    "text-workers.yaml": "workers: 1e20\n",
+    "inf-timeout.yaml": "trial-timeout: .inf\n",
+    "nan-cpus.toml": "cpus-per-trial = nan\n",
+    "huge-seed.toml": "seed = 4294967296\n",
+    "negative-seed.yaml": "seed: -1\n",
+    "huge-img.yaml": "macs-img-size: 1000000\n",
+    "huge-eta.toml": "eta = 1_000_000_000\n",
+    "huge-rungs.yaml": "rungs: 1000000000\n",
+    "long-text.yaml": "data-dir: " + "x" * 100_000 + "\n",
+    "python-tag.yaml": "workers: !!python/object/apply:os.getpid []\n",
+    "oneshot-epochs.yaml": "evaluator: oneshot\nevaluator-config: {epochs: 100000000000000000000}\n",
+    "oneshot-batch.toml": 'evaluator = "oneshot"\n[evaluator-config]\nbatch_size = 1_000_000_000\n',
+    "oneshot-bn-batches.yaml": "evaluator: oneshot\nevaluator-config: {bn_batches: 1.0e+30}\n",
+    "proxy-eval-every.yaml": "evaluator: proxy\nevaluator-config: {eval_every: -1}\n",
+    "two-documents.yaml": "workers: 1\n---\nworkers: 2\n",
+}
+CONFIG_MESSAGES = {
+    "bomb.yaml": "bomb.yaml': holds more than 10,000 values, YAML aliases counted each time they are used",
+    "bomb-top.yaml": "bomb-top.yaml': holds more than 10,000 values, YAML aliases counted",
+    "bomb-in-section.yaml": "holds more than 10,000 values, YAML aliases counted",
+    "bomb-merge.yaml": "holds more than 10,000 values, YAML aliases counted",
+    "cycle.yaml": "cycle.yaml': a YAML alias refers to a collection that holds it",
+    "deep.yaml": "deep.yaml': nests lists and mappings deeper than 32 levels",
+    "deep-block.yaml": "deep-block.yaml': nests lists and mappings deeper than 32 levels",
+    "deep.toml": "deep.toml': nests lists and mappings deeper than 32 levels",
+    "deep-tables.toml": "deep-tables.toml': nests lists and mappings deeper than 32 levels",
+    "big.yaml": "big.yaml': is 1,200,000 bytes, over the limit of an input, 1,048,576 bytes (1 MiB)",
+    "big.toml": "big.toml': is 1,200,000 bytes, over the limit of an input",
+    "binary.yaml": "binary.yaml': not UTF-8 text (byte 0xff at offset 0)",
+    "latin1.toml": "latin1.toml': not UTF-8 text (byte 0xe9 at offset 13)",
+    "section.yaml": "section.yaml': the search section must be a mapping of settings, got 5",
+    "section-list.yaml": "the search section must be a mapping of settings, got a list (['workers', 2])",
+    "section-null.yaml": "the search section must be a mapping of settings, got None",
+    "section.toml": "section.toml': the search section must be a mapping of settings, got 5",
+    "section-text.toml": "the search section must be a mapping of settings, got text ('workers = 2')",
+    "section-and-top.yaml": "settings both in the search section and at the top level (seed)",
+    "evaluator-config.yaml": "evaluator-config: must be a mapping of settings, got 5",
+    "evaluator-config.toml": "evaluator-config: must be a mapping of settings, got [1, 2]",
+    "digits.yaml": "digits.yaml': not valid YAML (a number of more than 4300 digits)",
+    "digits.toml": "digits.toml': not valid TOML (a number of more than 4300 digits)",
+    "huge-workers.yaml": "workers: must be a whole number between 1 and 1024, got 100000000000000000000",
+    "float-workers.yaml": "workers: must be a whole number, got 2.0",
+    "bool-workers.toml": "workers: must be a whole number, got True",
+    "text-workers.yaml": "workers: must be a whole number, got '1e20'",
+    "inf-timeout.yaml": "trial-timeout: must be a number or unset, got inf",
+    "nan-cpus.toml": "cpus-per-trial: must be a number, got nan",
+    "huge-seed.toml": "seed: must be a whole number between 0 and 2147483647, got 4294967296",
+    "negative-seed.yaml": "seed: must be a whole number between 0 and 2147483647, got -1",
+    "huge-img.yaml": "macs-img-size: must be a whole number between 1 and 4096, got 1000000",
+    "huge-eta.toml": "eta: must be a whole number between 2 and 100, got 1000000000",
+    "huge-rungs.yaml": "rungs: must be a whole number between 2 and 20, got 1000000000",
+    "long-text.yaml": "data-dir: must be at most 4096 characters, got 100,000",
+    "python-tag.yaml": "python-tag.yaml': not valid YAML (could not determine a constructor",
+    "oneshot-epochs.yaml": "evaluator-config: epochs: must be a whole number between 1 and 10000, got 1000",
+    "oneshot-batch.toml": "evaluator-config: batch_size: must be a whole number between 1 and 65536",
+    "oneshot-bn-batches.yaml": "evaluator-config: bn_batches must be a whole number, got 1e+30",
+    "proxy-eval-every.yaml": "evaluator-config: eval_every: must be a whole number between 0 and",
+    "two-documents.yaml": "two-documents.yaml': not valid YAML (but found another document",
+    "fifo.yaml": "fifo.yaml': cannot be read (it is a FIFO, not a regular file)",
+    "zero.yaml": "zero.yaml': cannot be read (it is a character device, not a regular file)",
+    "folder.yaml": "folder.yaml': cannot be read (it is a directory, not a regular file)",
 }
 
 
@@ -111,6 +264,12 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Env:
     (root / "wrong-type.yaml").write_text("workers: two\n")
     (root / "invalid.toml").write_text("space = sasa\n")
     (root / "truncated.pt").write_bytes(b"PK\x03\x04 not a zip")
+    for name, content in BAD_CONFIGS.items():
+        (root / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+    for name in ("fifo.json", "fifo.yaml", "fifo.pt"):  # reading one blocks until a writer comes: never
+        os.mkfifo(root / name)
+    (root / "zero.yaml").symlink_to("/dev/zero")  # endless zeros
+    (root / "folder.yaml").mkdir()
     env = Env(root, root / "runs")
     ok = runner.invoke(app, ["search", *_flags(SEARCH), "--runs-dir", str(env.runs)])
     assert ok.exit_code == 0, ok.output
@@ -173,6 +332,134 @@ def arch_cases(command: str, *extra: str) -> list[Any]:
         pytest.param([command, f"{{root}}/{name}.json", *extra], message, id=f"{command}-arch-{name}")
         for name, message in ARCH_MESSAGES.items()
     ]
+
+
+# Values the command line cannot read as a whole number; each is one sentence naming the option.
+NOT_WHOLE = {"word": "two", "fraction": "1.5", "bool": "true", "exponent": "1e999999", "digits": "9" * 5000}
+
+
+def whole_cases(tag: str, command: Callable[[str, str], list[str]], option: str, low: int, high: int) -> list:
+    """A whole-number ``option`` of a command out of its bounds [low, high] and not a whole number."""
+    name = option.removeprefix("--")
+    out = {"below": str(low - 1), "past": str(high + 1), "negative": "-5", "huge": str(10**20)}
+    cases = [
+        pytest.param(
+            command(option, v),
+            f"{name}: must be a whole number between {low} and {high}, got {v}",
+            id=f"{tag}-{name}-{kind}",
+        )
+        for kind, v in out.items()
+    ]
+    return cases + [
+        pytest.param(command(option, v), f"error: {name}: ", id=f"{tag}-{name}-{kind}")
+        for kind, v in NOT_WHOLE.items()
+    ]
+
+
+def number_cases(tag: str, command: Callable[[str, str], list[str]], option: str, high: float, above: bool):
+    """A number ``option`` (at least 0, or above 0) out of its bounds, not finite and not a number."""
+    name = option.removeprefix("--")
+    out = {"negative": "-1", "past": str(high * 2), "huge": "1e300", "nan": "nan", "inf": "inf"}
+    out |= {"exponent": "1e999999", **({"zero": "0"} if above else {})}
+    cases = [
+        pytest.param(command(option, v), f"{name}: must be a number", id=f"{tag}-{name}-{kind}")
+        for kind, v in out.items()
+    ]
+    return [*cases, pytest.param(command(option, "two"), f"error: {name}: ", id=f"{tag}-{name}-word")]
+
+
+def _search_with(option: str, value: str) -> list[str]:
+    return search("--resume", **{option.removeprefix("--").replace("-", "_"): value})
+
+
+def _with(*before: str, after: tuple[str, ...] = ()) -> Callable[[str, str], list[str]]:
+    return lambda option, value: [*before, option, value, *after]
+
+
+SIZE_CASES = [
+    # nas search: the same bounds as a config file's or the Python API's (SearchSettings)
+    *whole_cases("search", _search_with, "--workers", 1, bounds.MAX_WORKERS),
+    *whole_cases("search", _search_with, "--seed", 0, bounds.MAX_SEED),
+    *whole_cases("search", _search_with, "--concurrency", 1, bounds.MAX_WORKERS),
+    *whole_cases("search", _search_with, "--macs-img-size", 1, bounds.MAX_IMG_SIZE),
+    *whole_cases("search", _search_with, "--latency-batch", 1, bounds.MAX_BATCH),
+    *whole_cases("search", _search_with, "--eta", 2, bounds.MAX_ETA),
+    *whole_cases("search", _search_with, "--rungs", 2, bounds.MAX_RUNGS),
+    *whole_cases("search", _search_with, "--min-fidelity", 1, bounds.MAX_IMAGES),
+    *number_cases("search", _search_with, "--trial-timeout", bounds.MAX_TRIAL_SECONDS, above=True),
+    *number_cases("search", _search_with, "--cpus-per-trial", bounds.MAX_CPUS_PER_TRIAL, above=True),
+    *number_cases("search", _search_with, "--gpus-per-trial", bounds.MAX_GPUS_PER_TRIAL, above=False),
+    # the network a command builds
+    *whole_cases("cost", _with("cost", "{hybrid}"), "--img-size", 1, bounds.MAX_IMG_SIZE),
+    *whole_cases("cost", _with("cost", "{hybrid}"), "--num-classes", 1, bounds.MAX_CLASSES),
+    *whole_cases("inspect", _with("inspect", "{hybrid}"), "--img-size", 1, bounds.MAX_IMG_SIZE),
+    *whole_cases("inspect", _with("inspect", "{hybrid}"), "--num-classes", 1, bounds.MAX_CLASSES),
+    *whole_cases("inspect", _with("inspect", "{hybrid}"), "--in-chans", 1, bounds.MAX_IN_CHANS),
+    *whole_cases("baselines", _with("baselines", "--space", "sasa"), "--img-size", 1, bounds.MAX_IMG_SIZE),
+    *whole_cases("ops", _with("ops"), "--width", 1, bounds.MAX_WIDTH),
+    *whole_cases("ops", _with("ops"), "--size", 1, bounds.MAX_IMG_SIZE // 4),
+    # nas train, before any data is loaded or a run folder made
+    *(
+        case
+        for option, low, high in (
+            ("--epochs", 1, bounds.MAX_EPOCHS),
+            ("--batch-size", 1, bounds.MAX_BATCH),
+            ("--train-samples", 1, bounds.MAX_IMAGES),
+            ("--seed", 0, bounds.MAX_SEED),
+        )
+        for case in whole_cases(
+            "train", _with("train", "{hybrid}", after=("--out", "{root}/train-out")), option, low, high
+        )
+    ),
+    *(
+        pytest.param(
+            ["export", STUDY, "--runs-dir", "{runs}", "--trial", v], "error: trial: ", id=f"export-trial-{k}"
+        )
+        for k, v in NOT_WHOLE.items()
+    ),
+    # an architecture given as JSON text on the command line (braces doubled for str.format)
+    pytest.param(
+        ["train", '{{"s1.depth": ' + "[" * 50_000 + "]" * 50_000 + "}}", "--out", "{root}/train-out"],
+        "arch JSON: nests lists and mappings deeper than 32 levels",
+        id="train-arch-text-deep",
+    ),
+    pytest.param(
+        [
+            "train",
+            json.dumps(_hybrid(**{"s1.depth": 10**9})).replace("{", "{{").replace("}", "}}"),
+            "--out",
+            "{root}/train-out",
+        ],
+        "s1.depth: must be a whole number between 1 and 64, got 1000000000",
+        id="train-arch-text-huge-depth",
+    ),
+    *(
+        pytest.param(
+            [command, "/dev/zero", *extra],
+            "'/dev/zero': cannot be read (it is a character device",
+            id=f"{command}-arch-dev-zero",
+        )
+        for command, extra in (("cost", ()), ("inspect", ()), ("train", ("--out", "{root}/train-out")))
+    ),
+    # a message quoting a user's text that looks like rich markup, and a missing argument: one line too
+    pytest.param(search("--resume", space="[/x]"), "unknown search space '[/x]'", id="search-space-markup"),
+    pytest.param(["cost"], "error: missing argument", id="cost-missing-argument"),
+    pytest.param(
+        search("--resume", config="/dev/zero"),
+        "must end in .yaml, .yml or .toml",
+        id="search-config-dev-zero",
+    ),
+    *(
+        pytest.param(
+            search(
+                "--resume", config=f"{{root}}/{name}", macs_img_size=None, evaluator=None, objectives=None
+            ),
+            message,
+            id=f"search-config-{name}",
+        )
+        for name, message in CONFIG_MESSAGES.items()
+    ),
+]
 
 
 CLI_CASES = [
@@ -254,9 +541,15 @@ CLI_CASES = [
     pytest.param(
         search("--resume", macs_img_size="8"), "macs-img-size: 8", id="search-macs-img-size-too-small"
     ),
-    pytest.param(search("--resume", macs_img_size="0"), "macs-img-size: 0", id="search-macs-img-size-zero"),
+    pytest.param(
+        search("--resume", macs_img_size="0"),
+        "macs-img-size: must be a whole number",
+        id="search-macs-img-size-zero",
+    ),
     pytest.param(search("--resume", trial_timeout="-1"), "trial-timeout", id="search-negative-trial-timeout"),
-    pytest.param(search("--resume", workers="0"), "workers: must be at least 1", id="search-zero-workers"),
+    pytest.param(
+        search("--resume", workers="0"), "workers: must be a whole number between 1", id="search-zero-workers"
+    ),
     pytest.param(search("--resume", cpus_per_trial="0"), "cpus-per-trial", id="search-zero-cpus-per-trial"),
     pytest.param(
         search("--resume", gpus_per_trial="-1"), "gpus-per-trial", id="search-negative-gpus-per-trial"
@@ -273,13 +566,15 @@ CLI_CASES = [
     ),
     # config files
     pytest.param(
-        search("--resume", config="{root}/nope.yaml"), "config: no such file", id="search-config-missing"
+        search("--resume", config="{root}/nope.yaml"),
+        "nope.yaml': cannot be read (no such file)",
+        id="search-config-missing",
     ),
     pytest.param(
-        search("--resume", config="{root}/invalid.yaml"), "is not valid YAML", id="search-config-invalid-yaml"
+        search("--resume", config="{root}/invalid.yaml"), "not valid YAML", id="search-config-invalid-yaml"
     ),
     pytest.param(
-        search("--resume", config="{root}/invalid.toml"), "is not valid TOML", id="search-config-invalid-toml"
+        search("--resume", config="{root}/invalid.toml"), "not valid TOML", id="search-config-invalid-toml"
     ),
     pytest.param(
         search("--resume", config="{root}/missing-key.yaml"),
@@ -297,6 +592,7 @@ CLI_CASES = [
     *arch_cases("cost"),
     *arch_cases("inspect"),
     *arch_cases("train", "--out", "{root}/train-out"),
+    *SIZE_CASES,
     pytest.param(["cost", "{root}/binary.json"], "binary.json", id="cost-arch-binary"),
     pytest.param(["inspect", "{root}"], "cannot be read", id="inspect-arch-is-a-directory"),
     pytest.param(
@@ -308,12 +604,16 @@ CLI_CASES = [
     ),
     pytest.param(["cost", "{hybrid}", "--format", "xml"], "unknown format 'xml'", id="cost-unknown-format"),
     pytest.param(
-        ["cost", "{hybrid}", "--num-classes", "0"], "num-classes: must be at least 1", id="cost-zero-classes"
+        ["cost", "{hybrid}", "--num-classes", "0"],
+        "num-classes: must be a whole number between 1 and",
+        id="cost-zero-classes",
     ),
     pytest.param(
-        ["inspect", "{hybrid}", "--in-chans", "0"], "in-chans: must be at least 1", id="inspect-zero-chans"
+        ["inspect", "{hybrid}", "--in-chans", "0"],
+        "in-chans: must be a whole number between 1 and",
+        id="inspect-zero-chans",
     ),
-    pytest.param(["ops", "--width", "0"], "width: must be at least 1", id="ops-zero-width"),
+    pytest.param(["ops", "--width", "0"], "width: must be a whole number between 1 and", id="ops-zero-width"),
     pytest.param(
         ["train", "{hybrid}", "--dataset", "imagefolder:/nonexistent", "--out", "{root}/train-out"],
         "image folder not found",
@@ -381,6 +681,7 @@ CLI_CASES = [
 ]
 
 
+@pytest.mark.timeout(60)  # a FIFO or /dev/zero read regresses into a failure, not a hang
 @pytest.mark.usefixtures("study_made", "clean_data_env")
 @pytest.mark.parametrize(("args", "message"), CLI_CASES)
 def test_cli_bad_input_is_one_sentence_exit_2_and_leaves_the_study(
@@ -425,6 +726,207 @@ def _create(arch: Any, **kwargs: Any) -> None:
     from nas.create import create_model
 
     create_model(arch, **kwargs)
+
+
+def _build(**kwargs: Any) -> None:
+    from nas.model import build_model
+
+    build_model(Arch.from_flat(_hybrid()), **kwargs)
+
+
+def _count(**kwargs: Any) -> None:
+    from evaluators.complexity import count
+
+    count(Arch.from_flat(_hybrid()), **kwargs)
+
+
+def _ladder(**kwargs: Any) -> None:
+    from nas.search.fidelity import Ladder
+
+    Ladder(**kwargs)
+
+
+BOUNDS_API_CASES: list[Any] = [
+    # SearchSettings: every size, from Python
+    *(
+        pytest.param(lambda e, k=k, v=v: _settings(e, **{k: v}), message, id=f"settings-{k}-{i}")
+        for i, (k, v, message) in enumerate(
+            (
+                (
+                    "workers",
+                    10**20,
+                    "workers: must be a whole number between 1 and 1024, got 100000000000000000000",
+                ),
+                ("workers", 0, "workers: must be a whole number between 1 and 1024, got 0"),
+                ("workers", 2.0, "workers: must be a whole number, got 2.0"),
+                ("workers", True, "workers: must be a whole number, got True"),
+                ("seed", -1, "seed: must be a whole number between 0 and 2147483647, got -1"),
+                ("seed", 2**32, "seed: must be a whole number between 0 and 2147483647, got 4294967296"),
+                ("concurrency", 10**9, "concurrency: must be a whole number between 1 and 1024"),
+                ("macs_img_size", 10**6, "macs-img-size: must be a whole number between 1 and 4096"),
+                ("latency_batch", 10**9, "latency-batch: must be a whole number between 1 and 65536"),
+                ("trial_timeout", float("inf"), "trial-timeout: must be a number or unset, got inf"),
+                ("trial_timeout", 1e300, "trial-timeout: must be a number above 0 and at most 31536000"),
+                ("cpus_per_trial", float("nan"), "cpus-per-trial: must be a number, got nan"),
+                ("gpus_per_trial", 1e9, "gpus-per-trial: must be a number between 0 and 64"),
+                ("eta", 10**9, "eta: must be a whole number between 2 and 100"),
+                ("rungs", 10**9, "rungs: must be a whole number between 2 and 20"),
+                ("min_fidelity", 10**20, "min-fidelity: must be a whole number between 1 and 10000000000"),
+                ("budget", "x" * 10**6, "budget: must be at most 4096 characters, got 1,000,000"),
+                (
+                    "workers",
+                    10**5000,
+                    "workers: must be a whole number between 1 and 1024, got an integer of",
+                ),
+            )
+        )
+    ),
+    # config files, through SearchSettings.from_sources
+    *(
+        pytest.param(
+            lambda e, n=name: _from_sources(e, f"{{root}}/{n}"), message, id=f"settings-config-{name}"
+        )
+        for name, message in CONFIG_MESSAGES.items()
+    ),
+    pytest.param(lambda e: _from_sources(e, "/dev/zero"), "must end in", id="settings-config-dev-zero"),
+    # Arch, from every source: fields, the flat dict (Optuna params, Ray configs), JSON text and files
+    pytest.param(
+        lambda e: Stage("mbconv", "conv", 10**9, 64),
+        "depth: must be a whole number between 1 and 64",
+        id="stage-huge-depth",
+    ),
+    pytest.param(
+        lambda e: Stage("transformer", "local", 1, 64, k=10**9),
+        "between 3 and 31, got 1000000000",
+        id="stage-huge-k",
+    ),
+    pytest.param(
+        lambda e: Stem("patch", 64, patch=10**6),
+        "stem.patch: must be a whole number between 1 and 64",
+        id="stem-huge-patch",
+    ),
+    pytest.param(
+        lambda e: Arch(Stem("conv", 8), [Stage("mbconv", "conv", 1, 8)] * 1000),
+        "stages: must be between 1 and 16 stages, got 1000",
+        id="arch-1000-stages",
+    ),
+    *(
+        pytest.param(
+            lambda e, n=name: Arch.from_flat(json.loads(BAD_ARCHS[n])),
+            ARCH_MESSAGES[name],
+            id=f"arch-flat-{name}",
+        )
+        for name in (
+            "huge-depth",
+            "huge-width",
+            "big-k",
+            "many-heads",
+            "huge-memory",
+            "stage-17",
+            "bool-depth",
+        )
+    ),
+    pytest.param(
+        lambda e: Arch.from_flat({**_hybrid(), "s" + "9" * 5000 + ".depth": 1}),
+        "unknown field",
+        id="arch-flat-huge-stage-number",
+    ),
+    pytest.param(
+        lambda e: Arch.from_json(BAD_ARCHS["deep"]),
+        "arch JSON: nests lists and mappings deeper",
+        id="arch-json-deep",
+    ),
+    pytest.param(
+        lambda e: Arch.from_json(BAD_ARCHS["digits-depth"]),
+        "a number of more than 4300 digits",
+        id="arch-json-digits",
+    ),
+    pytest.param(
+        lambda e: Arch.from_json(BAD_ARCHS["big"]),
+        "arch JSON: is longer than 1,048,576 characters",
+        id="arch-json-big",
+    ),
+    pytest.param(
+        lambda e: Arch.from_json(BAD_ARCHS["many-values"]),
+        "holds more than 10,000 values",
+        id="arch-json-many-values",
+    ),
+    *(
+        pytest.param(
+            lambda e, n=name: Arch.load(e.root / f"{n}.json"), ARCH_MESSAGES[name], id=f"arch-load-{name}"
+        )
+        for name in ("deep", "big", "many-values", "huge-depth", "fifo")
+    ),
+    pytest.param(
+        lambda e: Arch.load("/dev/zero"), "cannot be read (it is a character device", id="arch-load-dev-zero"
+    ),
+    # building a network
+    pytest.param(
+        lambda e: _create(_hybrid(), num_classes=10**9),
+        "num_classes: must be a whole number between 1 and 100000",
+        id="create-huge-classes",
+    ),
+    pytest.param(
+        lambda e: _create(_hybrid(), in_chans=10**6),
+        "in_chans: must be a whole number between 1 and 256",
+        id="create-huge-chans",
+    ),
+    pytest.param(
+        lambda e: _create(_hybrid(), img_size=10**6),
+        "img_size: must be a whole number between 1 and 4096",
+        id="create-huge-img-size",
+    ),
+    pytest.param(
+        lambda e: _create(_hybrid(), img_size=(224, 10**6)),
+        "img_size: must be a whole number between 1",
+        id="create-huge-img-height",
+    ),
+    pytest.param(
+        lambda e: _create(_hybrid(), img_size=224.0),
+        "img_size: must be a side or a (height, width) pair",
+        id="create-float-img-size",
+    ),
+    pytest.param(lambda e: _create("x" * 10**6), "arch: 'xxx", id="create-huge-text"),
+    pytest.param(
+        lambda e: _create(e.root / "fifo.pt"),
+        "fifo.pt': cannot be read (it is a FIFO",
+        id="create-fifo-model-file",
+    ),
+    pytest.param(lambda e: _create(str(e.root / "fifo.json")), "it is a FIFO", id="create-fifo-arch-file"),
+    pytest.param(
+        lambda e: _build(num_classes=-1),
+        "num_classes: must be a whole number between 0 and 100000",
+        id="build-negative-classes",
+    ),
+    pytest.param(
+        lambda e: _build(in_chans=10**9),
+        "in_chans: must be a whole number between 1 and 256",
+        id="build-huge-chans",
+    ),
+    pytest.param(
+        lambda e: _build(img_size=10**9),
+        "img_size: must be a whole number between 1 and 4096",
+        id="build-huge-img-size",
+    ),
+    pytest.param(
+        lambda e: _count(img_size=10**9),
+        "img_size: must be a whole number between 1 and 4096",
+        id="count-huge-img-size",
+    ),
+    pytest.param(
+        lambda e: _count(in_chans=0),
+        "in_chans: must be a whole number between 1 and 256",
+        id="count-zero-chans",
+    ),
+    pytest.param(
+        lambda e: _ladder(eta=10**9), "eta: must be a whole number between 2 and 100", id="ladder-huge-eta"
+    ),
+    pytest.param(
+        lambda e: _ladder(rungs=10**9),
+        "rungs: must be a whole number between 2 and 20",
+        id="ladder-huge-rungs",
+    ),
+]
 
 
 Case = Callable[[Env], object]
@@ -533,14 +1035,16 @@ API_CASES: list[Any] = [
         lambda e: _create(_hybrid(), img_size=8), "8x8 is too small", id="create-img-size-too-small"
     ),
     pytest.param(lambda e: _create(e.root / "truncated.pt"), "cannot read", id="create-truncated-model-file"),
-    pytest.param(lambda e: _create(e.root / "nope.pt"), "cannot read", id="create-missing-model-file"),
+    pytest.param(lambda e: _create(e.root / "nope.pt"), "cannot be read", id="create-missing-model-file"),
     pytest.param(lambda e: _create(42), "neither an architecture JSON", id="create-not-an-arch"),
     pytest.param(
         lambda e: _create(_hybrid(), num_classes=0), "num_classes: must be", id="create-zero-classes"
     ),
+    *BOUNDS_API_CASES,
 ]
 
 
+@pytest.mark.timeout(60)
 @pytest.mark.usefixtures("study_made", "clean_data_env")
 @pytest.mark.parametrize(("call", "message"), API_CASES)
 def test_api_bad_input_raises_one_line_value_error(env: Env, call: Case, message: str) -> None:

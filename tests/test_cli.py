@@ -61,7 +61,7 @@ def test_inspect_bad_input_is_one_sentence_and_exit_2(tmp_path) -> None:
     bad = tmp_path / "even_k.json"
     bad.write_text((ROOT / "examples" / "hybrid.json").read_text().replace('"s2.k": 7', '"s2.k": 4'))
     cases = [
-        ([str(bad)], "s2.k: the 'local' mixer needs an odd integer k >= 3, got 4"),
+        ([str(bad)], "s2.k: the 'local' mixer needs an odd whole number k between 3 and 31, got 4"),
         ([str(tmp_path / "missing.json")], "cannot be read"),
         ([str(ROOT / "examples" / "hybrid.json"), "--img-size", "16"], "is too small for"),
     ]

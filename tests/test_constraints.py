@@ -53,7 +53,7 @@ def test_times_parse_to_milliseconds(text: str | float, value: float) -> None:
         ("--max-latency", "0ms", "max-latency: must be a positive time"),
         ("--at-cost-of", "ResNet-9000", "at-cost-of: the sasa space has no baseline 'ResNet-9000'"),
         ("--latency-device", "gpu", "latency-device: 'gpu' is not a device"),
-        ("--latency-batch", "0", "latency-batch: must be at least 1"),
+        ("--latency-batch", "0", "latency-batch: must be a whole number between 1 and"),
     ],
 )
 def test_a_bad_limit_is_one_sentence_and_exit_2(tmp_path: Path, flag: str, value: str, says: str) -> None:

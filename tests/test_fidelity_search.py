@@ -170,9 +170,9 @@ def test_a_kill_mid_ladder_loses_no_finished_rung(tmp_path: Path) -> None:
         ({"evaluator": "complexity", "objectives": "macs,params"}, "has no rungs to climb"),
         ({"evaluator": "oneshot"}, "has no rungs to climb"),
         ({"fidelity": "halving"}, "fidelity: unknown 'halving'"),
-        ({"eta": 1}, "eta: must be a whole number of at least 2"),
-        ({"rungs": 1}, "rungs: must be a whole number of at least 2"),
-        ({"min_fidelity": 0}, "min-fidelity: must be a whole number of images"),
+        ({"eta": 1}, "eta: must be a whole number between 2 and"),
+        ({"rungs": 1}, "rungs: must be a whole number between 2 and"),
+        ({"min_fidelity": 0}, "min-fidelity: must be a whole number between 1 and"),
     ],
 )
 def test_settings_that_cannot_climb_are_refused(tmp_path: Path, changes: dict, message: str) -> None:

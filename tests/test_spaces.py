@@ -54,7 +54,7 @@ def test_baseline_layouts_follow_the_papers() -> None:
 def test_outside_archs_are_refused_with_a_reason(space: str) -> None:
     sp = get_space(space)
     base = next(iter(sp.baselines().values())).arch
-    wrong_depth = base.replace_stage(0, depth=99)
+    wrong_depth = base.replace_stage(0, depth=64)  # the most blocks a stage may have (nas.bounds)
     assert "outside the space's range" in sp.why_not(wrong_depth)
     heads = (
         base.replace_stage(-1, heads=1) if base.stages[-1].mixer != "conv" else base.replace_stage(-1, k=5)

@@ -74,6 +74,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from nas.bounds import shown
+
 __all__ = ["Budget", "BudgetTracker", "Session", "TrialCost", "wall_seconds"]
 
 BudgetKind = Literal["device-seconds", "wall-seconds", "trials"]
@@ -111,7 +113,7 @@ _PREFIXED_UNITS = (
 
 def _invalid(text: str, reason: str) -> ValueError:
     return ValueError(
-        f"invalid budget {text!r}: {reason}; give a positive number and a unit, such as {EXAMPLES}"
+        f"invalid budget {shown(text)}: {reason}; give a positive number and a unit, such as {EXAMPLES}"
     )
 
 
@@ -169,7 +171,7 @@ class Budget:
             loose = re.fullmatch(rf"{_NUMBER}\s*(.+)", s)
             if loose is None:
                 raise _invalid(text, "it is not a number followed by a unit")
-            raise _invalid(text, f"{loose[1]!r} is not a unit")
+            raise _invalid(text, f"{shown(loose[1])} is not a unit")
         value = float(m["num"])
         prefix, unit = m["prefix"], m["unit"]
         if unit in ("gpu", "cpu", "wall"):

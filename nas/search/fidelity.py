@@ -28,6 +28,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from nas.bounds import MAX_ETA, MAX_IMAGES, MAX_RUNGS, whole
 from results.pareto import nondominated_sort
 
 __all__ = [
@@ -52,12 +53,9 @@ class Ladder:
     min_images: int = 1000
 
     def __post_init__(self) -> None:
-        if isinstance(self.eta, bool) or not isinstance(self.eta, int) or self.eta < 2:
-            raise ValueError(f"eta: must be a whole number of at least 2, got {self.eta!r}")
-        if isinstance(self.rungs, bool) or not isinstance(self.rungs, int) or self.rungs < 2:
-            raise ValueError(f"rungs: must be a whole number of at least 2, got {self.rungs!r}")
-        if isinstance(self.min_images, bool) or not isinstance(self.min_images, int) or self.min_images < 1:
-            raise ValueError(f"min-fidelity: must be a whole number of images >= 1, got {self.min_images!r}")
+        whole("eta", self.eta, 2, MAX_ETA)
+        whole("rungs", self.rungs, 2, MAX_RUNGS)
+        whole("min-fidelity", self.min_images, 1, MAX_IMAGES)
 
     @property
     def top(self) -> int:

@@ -3,7 +3,10 @@
 :class:`SearchSettings` is what both drivers take and what ``manifest.json`` records. A config file holds the
 same keys as the CLI's long options (``budget``, ``space``, ``evaluator``, ``objectives``, ...; dashes or
 underscores); flags given on the command line override it. Every bad value is a ``ValueError`` of one
-sentence, raised before a study is opened or created, so bad input never touches a study.
+sentence, raised before a study is opened or created, so bad input never touches a study: counts and sizes
+are held within :mod:`nas.bounds` (workers, seed, image size, the ladder, ...), text settings to 4096
+characters, and the config file is read by :mod:`nas.userfiles` (a regular file of at most 1 MiB, nested at
+most 32 levels, at most 10,000 values with YAML's aliases expanded).
 """
 
 from __future__ import annotations
@@ -14,14 +17,24 @@ import functools
 import math
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from evaluators.registry import EVALUATORS, EvaluatorSpec, get_evaluator
+from nas import userfiles
+from nas.bounds import (
+    MAX_BATCH,
+    MAX_CPUS_PER_TRIAL,
+    MAX_GPUS_PER_TRIAL,
+    MAX_IMG_SIZE,
+    MAX_SEED,
+    MAX_TRIAL_SECONDS,
+    MAX_WORKERS,
+    number,
+    shown,
+    whole,
+)
 from nas.search.budget import Budget
 from nas.search.objectives import KNOWN_DIRECTIONS, Objective, parse_objectives
 
@@ -95,13 +108,14 @@ class SearchSettings:
         from search_spaces import get_space
 
         self._check_types()
+        self._check_sizes()
         space = get_space(self.space)  # ValueError names the known spaces
         space.profile(self.profile)
         evaluator = get_evaluator(self.evaluator)  # ValueError names the registered evaluators
         if self.backend not in BACKENDS:
-            raise ValueError(f"backend: unknown {self.backend!r}; allowed: {', '.join(BACKENDS)}")
+            raise ValueError(f"backend: unknown {shown(self.backend)}; allowed: {', '.join(BACKENDS)}")
         if self.sampler is not None and self.sampler not in SAMPLERS:
-            raise ValueError(f"sampler: unknown {self.sampler!r}; allowed: {', '.join(SAMPLERS)}")
+            raise ValueError(f"sampler: unknown {shown(self.sampler)}; allowed: {', '.join(SAMPLERS)}")
         Budget.parse(self.budget)
         missing = [o.name for o in self.parsed_objectives if o.name not in evaluator.objectives]
         if missing:
@@ -117,15 +131,6 @@ class SearchSettings:
         check_study_name(self.study_name)
         if self.repair and not self.resume:
             raise ValueError("repair: only with --resume (it rebuilds the manifest of an existing study)")
-        for name in ("workers", "concurrency"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}: must be at least 1, got {getattr(self, name)}")
-        if self.cpus_per_trial <= 0:
-            raise ValueError(f"cpus-per-trial: must be a number above 0, got {self.cpus_per_trial}")
-        if self.gpus_per_trial is not None and self.gpus_per_trial < 0:
-            raise ValueError(f"gpus-per-trial: must be a number of at least 0, got {self.gpus_per_trial}")
-        if self.trial_timeout is not None and self.trial_timeout <= 0:
-            raise ValueError(f"trial-timeout: must be a positive number of seconds, got {self.trial_timeout}")
         if self.macs_img_size is not None:
             smallest = space_min_img_size(self.space)
             if self.macs_img_size < smallest:
@@ -156,7 +161,11 @@ class SearchSettings:
             ok = any(_is_kind(value, kind) for kind in kinds if kind is not _OPTIONAL)
             if not ok:
                 wanted = " or ".join(_KIND_NAMES[kind] for kind in kinds)
-                raise ValueError(f"{name.replace('_', '-')}: must be {wanted}, got {value!r}")
+                raise ValueError(f"{name.replace('_', '-')}: must be {wanted}, got {shown(value)}")
+            if isinstance(value, str) and len(value) > _MAX_TEXT:
+                raise ValueError(
+                    f"{name.replace('_', '-')}: must be at most {_MAX_TEXT} characters, got {len(value):,}"
+                )
         if self.objectives is None:
             spec = EVALUATORS.get(self.evaluator) if isinstance(self.evaluator, str) else None
             object.__setattr__(
@@ -170,8 +179,22 @@ class SearchSettings:
         else:
             raise ValueError(
                 f"objectives: must be a list of metric[:max|min] names such as top1:max,macs:min, "
-                f"got {self.objectives!r}"
+                f"got {shown(self.objectives)}"
             )
+
+    def _check_sizes(self) -> None:
+        """Every count and size within its bound (:mod:`nas.bounds`), before anything is made of it."""
+        whole("seed", self.seed, 0, MAX_SEED)
+        whole("workers", self.workers, 1, MAX_WORKERS)
+        whole("concurrency", self.concurrency, 1, MAX_WORKERS)
+        whole("latency-batch", self.latency_batch, 1, MAX_BATCH)
+        number("cpus-per-trial", self.cpus_per_trial, 0, MAX_CPUS_PER_TRIAL, above=True)
+        if self.gpus_per_trial is not None:
+            number("gpus-per-trial", self.gpus_per_trial, 0, MAX_GPUS_PER_TRIAL)
+        if self.trial_timeout is not None:
+            number("trial-timeout", self.trial_timeout, 0, MAX_TRIAL_SECONDS, above=True)
+        if self.macs_img_size is not None:
+            whole("macs-img-size", self.macs_img_size, 1, MAX_IMG_SIZE)
 
     def _check_limits(self, space: Any) -> None:
         from nas.search.constraints import parse_count, parse_ms
@@ -184,21 +207,19 @@ class SearchSettings:
             parse_ms(self.max_latency)
         if self.at_cost_of is not None and self.at_cost_of not in space.baselines():
             raise ValueError(
-                f"at-cost-of: the {self.space} space has no baseline {self.at_cost_of!r}; "
+                f"at-cost-of: the {self.space} space has no baseline {shown(self.at_cost_of)}; "
                 f"allowed: {', '.join(space.baselines())}"
             )
-        if self.latency_batch < 1:
-            raise ValueError(f"latency-batch: must be at least 1, got {self.latency_batch}")
         if self.latency_device is not None and not _DEVICE.fullmatch(self.latency_device):
             raise ValueError(
-                f"latency-device: {self.latency_device!r} is not a device; use cpu, cuda or cuda:N"
+                f"latency-device: {shown(self.latency_device)} is not a device; use cpu, cuda or cuda:N"
             )
 
     def _check_fidelity(self, evaluator: EvaluatorSpec) -> None:
         from nas.search.fidelity import FIDELITIES, Ladder
 
         if self.fidelity not in FIDELITIES:
-            raise ValueError(f"fidelity: unknown {self.fidelity!r}; allowed: {', '.join(FIDELITIES)}")
+            raise ValueError(f"fidelity: unknown {shown(self.fidelity)}; allowed: {', '.join(FIDELITIES)}")
         Ladder(self.eta, self.rungs, 1 if self.min_fidelity is None else self.min_fidelity)
         if self.fidelity == "ladder" and not evaluator.ladder:
             trains = [e.name for e in EVALUATORS.values() if e.ladder]
@@ -286,6 +307,7 @@ class SearchSettings:
         return cls(**values)  # "top1,macs" and lists of objectives are normalized on construction
 
 
+_MAX_TEXT = 4096  # characters of a text setting (a path, a URL, a name): Linux's PATH_MAX
 _OPTIONAL = "optional"
 _NUMBER = "number"
 _KIND_NAMES = {
@@ -358,42 +380,48 @@ def space_min_img_size(name: str) -> int:
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
-    """The keys of a YAML (``.yaml``, ``.yml``) or TOML (``.toml``) search config; dashes read as ``_``."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"config: no such file {path}")
-    if path.suffix not in (".toml", ".yaml", ".yml"):
-        raise ValueError(f"config: {path} must end in .yaml, .yml or .toml")
-    try:
-        text = path.read_text()
-    except UnicodeDecodeError:
-        raise ValueError(f"config: {path} is not UTF-8 text") from None
-    except OSError as err:
-        raise ValueError(f"config: {path} cannot be read ({err.strerror})") from None
-    try:
-        data = tomllib.loads(text) if path.suffix == ".toml" else (yaml.safe_load(text) or {})
-    except (tomllib.TOMLDecodeError, yaml.YAMLError) as err:
-        raise ValueError(
-            f"config: {path} is not valid {path.suffix[1:].upper()}: {_parse_error(err)}"
-        ) from None
+    """The keys of a YAML (``.yaml``, ``.yml``) or TOML (``.toml``) search config, at the top level or in a
+    ``search`` section; dashes read as ``_``. The file is read by :mod:`nas.userfiles` (a regular file of at
+    most 1 MiB, nested at most 32 levels, at most 10,000 values with YAML's aliases expanded)."""
+    label = userfiles.where("config", path)
+    if Path(path).suffix.lower() not in (".toml", ".yaml", ".yml"):
+        raise ValueError(f"{label}: must end in .yaml, .yml or .toml")
+    data = userfiles.load(path, "config")
+    if data is None:  # an empty YAML document
+        data = {}
     if not isinstance(data, dict):
-        raise ValueError(f"config: {path} must hold a mapping of settings, got {type(data).__name__}")
-    data = data.get("search", data)  # a [search] table / search: section, or the keys at the top
+        raise ValueError(f"{label}: must hold a mapping of settings, got {_kind_of(data)}")
+    if "search" in data:  # a [search] table / search: section
+        section, others = data["search"], sorted(str(k) for k in data if k != "search")
+        if not isinstance(section, dict):
+            raise ValueError(
+                f"{label}: the search section must be a mapping of settings, got {_kind_of(section)}"
+            )
+        if others:
+            raise ValueError(
+                f"{label}: settings both in the search section and at the top level "
+                f"({_names(others)}); put them in one place"
+            )
+        data = section
     known = {f.name for f in dataclasses.fields(SearchSettings)} - {"extra"}
     out = {str(k).replace("-", "_"): v for k, v in data.items()}
     unknown = sorted(set(out) - known)
     if unknown:
         raise ValueError(
-            f"config: unknown setting(s) {', '.join(unknown)} in {path}; allowed: {', '.join(sorted(known))}"
+            f"{label}: unknown setting(s) {_names(unknown)}; allowed: {', '.join(sorted(known))}"
         )
     return out
 
 
-def _parse_error(err: Exception) -> str:
-    """A YAML or TOML parse error in one line: what went wrong and where."""
-    mark = getattr(err, "problem_mark", None)
-    problem = getattr(err, "problem", None)
-    if problem and mark is not None:  # PyYAML's MarkedYAMLError
-        return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
-    lines = str(err).strip().splitlines()
-    return " ".join(line.strip() for line in lines) if lines else type(err).__name__
+def _kind_of(value: Any) -> str:
+    """What a value is, in a config's words (YAML's and TOML's, not Python's)."""
+    for kind, name in ((bool, "true or false"), (dict, "a mapping"), (list, "a list"), (str, "text")):
+        if isinstance(value, kind):
+            return f"{name} ({shown(value)})"
+    return shown(value)
+
+
+def _names(names: list[str], most: int = 10) -> str:
+    """Setting names for a message: each cut short, at most ``most`` of them."""
+    listed = ", ".join(n if len(n) <= 40 and n.isprintable() else shown(n) for n in names[:most])
+    return listed + (f" and {len(names) - most} more" if len(names) > most else "")
