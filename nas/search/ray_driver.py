@@ -443,20 +443,25 @@ def experiment_dir(settings: SearchSettings) -> Path:
     return (settings.run_dir / "ray").resolve()
 
 
-def _init_ray(settings: SearchSettings) -> None:
+def _init_ray(settings: SearchSettings) -> bool:
+    """Join the cluster ``settings.address`` names, or start a local Ray of this process; True if it started
+    one (which the search then shuts down on every way out, so no Ray process outlives it)."""
     import ray
 
     if ray.is_initialized():
-        return
+        return False
     try:
         if settings.address:
             ray.init(address=settings.address, log_to_driver=False)
         else:
-            # "local": always a fresh Ray of this process, never a cluster a `ray start` left recorded
+            # "local": always a fresh Ray of this process, never a cluster a `ray start` left recorded (nor
+            # the agents of one whose driver was SIGKILLed: they end ~60 s later, when their last report to
+            # the dead GCS times out, a limit Ray hard-codes)
             ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as err:
         where = f"join the Ray cluster at {settings.address}" if settings.address else "start a local Ray"
         raise ValueError(f"address: cannot {where}: {err}") from None
+    return not settings.address
 
 
 def _trial_gpus(settings: SearchSettings) -> float:
@@ -506,7 +511,19 @@ def run_ray(settings: SearchSettings, progress: SearchProgress | None = None) ->
         raise ValueError(
             f"budget {budget} counts GPU time but trials hold no GPU; give --gpus-per-trial or a cpu budget"
         )
-    _init_ray(settings)
+    started = _init_ray(settings)
+    try:
+        return _fit(settings, exp, gpus, progress)
+    finally:
+        if started:  # a local Ray of this search: its processes end with it (a driver SIGKILLed leaves them
+            import ray  # to Ray's own fate-sharing; the next search starts a fresh one, never joins them)
+
+            ray.shutdown()
+
+
+def _fit(settings: SearchSettings, exp: Path, gpus: float, progress: SearchProgress | None) -> Any:
+    from ray import tune
+
     _LIVE[settings.study_name] = (
         progress,
         Session(),
