@@ -41,6 +41,7 @@ from ray.tune.search import Searcher, SearchGenerator
 from nas.search.budget import BudgetTracker, Session, TrialCost, wall_seconds
 from nas.search.constraints import NothingFeasible, RejectionStreak
 from nas.search.fidelity import Ladder, RungResult, next_promotion
+from nas.search.preflight import trial_gpus
 from nas.search.progress import SearchProgress
 from nas.search.settings import SearchSettings
 from nas.search.trial import Earlier, TrialRecord, TrialRunner, run_trial
@@ -458,15 +459,6 @@ def _init_ray(settings: SearchSettings) -> None:
         raise ValueError(f"address: cannot {where}: {err}") from None
 
 
-def _trial_gpus(settings: SearchSettings) -> float:
-    """GPUs each trial asks Ray for: ``--gpus-per-trial``, else 1 where this machine has CUDA."""
-    if settings.gpus_per_trial is not None:
-        return settings.gpus_per_trial
-    from evaluators.complexity import pick_device
-
-    return 1 if pick_device().type == "cuda" else 0
-
-
 def _start_session(settings: SearchSettings, gpus: float) -> None:
     """Record this session's budget in the ledger and charge the evaluator's set-up (a Ray task with a
     trial's resources) as overhead, before the first trial."""
@@ -485,8 +477,6 @@ def run_ray(settings: SearchSettings, progress: SearchProgress | None = None) ->
     """Run (or, with ``resume``, restore and continue) the Ray Tune search; returns the ``ResultGrid``."""
     from ray import tune
 
-    from nas.search.budget import Budget
-
     exp = experiment_dir(settings)
     if exp.exists() and not settings.resume and tune.Tuner.can_restore(str(exp)):
         raise ValueError(
@@ -497,15 +487,10 @@ def run_ray(settings: SearchSettings, progress: SearchProgress | None = None) ->
         raise ValueError(
             f"study {settings.study_name!r} has no Ray results in {exp} to resume; drop --resume to start it"
         )
+    _init_ray(settings)
     if not settings.resume:
         ledger_path(settings).unlink(missing_ok=True)  # left by a search that never got to its first trial
-    gpus = _trial_gpus(settings)
-    budget = Budget.parse(settings.budget)
-    if budget.device == "gpu" and not gpus:
-        raise ValueError(
-            f"budget {budget} counts GPU time but trials hold no GPU; give --gpus-per-trial or a cpu budget"
-        )
-    _init_ray(settings)
+    gpus = trial_gpus(settings)  # the budget's device was checked against it (nas.search.preflight)
     _LIVE[settings.study_name] = (
         progress,
         Session(),
