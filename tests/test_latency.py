@@ -208,7 +208,7 @@ def test_concurrent_writers_in_two_processes_keep_each_others_entries(tmp_path: 
     for process in processes:
         process.start()
     for process in processes:
-        process.join(timeout=120)
+        process.join(timeout=600)
     assert [p.exitcode for p in processes] == [0] * len(processes)
     table = _table(tmp_path)
     for space, names in work.items():
