@@ -47,7 +47,7 @@ from nas.create import save_model, weights_name
 from nas.supernet import Supernet
 from search_spaces.base import ProxyProfile, RandomTrial, SearchSpace
 
-__all__ = ["OneShotConfig", "OneShotEvaluator"]
+__all__ = ["OneShotConfig", "OneShotEvaluator", "check_supernet"]
 
 Report = Callable[[int, dict[str, float]], None]
 
@@ -77,6 +77,46 @@ class OneShotConfig:
     bn_batches: int = 8  # training batches that recalibrate BatchNorm before scoring
     finetune_steps: int = 0  # optional fine-tuning steps of the extracted network before scoring
     finetune_lr: float = 5e-4
+
+
+def _settings(
+    space: SearchSpace, profile: ProxyProfile, data: DataSplit, seed: int, config: OneShotConfig
+) -> dict[str, Any]:
+    return {
+        "space": space.name,
+        "profile": dataclasses.asdict(profile),
+        "data": data.describe(),
+        "seed": seed,
+        "config": dataclasses.asdict(config),
+    }
+
+
+def _read_checkpoint(path: Path, settings: dict[str, Any]) -> dict[str, Any]:
+    """The supernet checkpoint at ``path``; refused in one sentence unless trained with ``settings``."""
+    state = load_checkpoint(path, _KEYS, _REMEDY)
+    if state["settings"] != settings:
+        raise ValueError(
+            f"{path} was trained with other settings (space, profile, data, seed or config); "
+            "use another run directory or delete it"
+        )
+    return state
+
+
+def check_supernet(
+    config: OneShotConfig | None,
+    *,
+    space: SearchSpace,
+    profile: ProxyProfile,
+    data: DataSplit,
+    seed: int,
+    run_dir: str | Path,
+    **_: Any,
+) -> None:
+    """Refuse ``run_dir``'s ``supernet.pt`` as :meth:`OneShotEvaluator.train` would, without building or
+    training anything: a search checks it before it writes its study."""
+    path = Path(run_dir) / "supernet.pt"
+    if path.exists():
+        _read_checkpoint(path, _settings(space, profile, data, seed, config or OneShotConfig()))
 
 
 class _ExtremeTrial(RandomTrial):
@@ -140,13 +180,7 @@ class OneShotEvaluator:
 
     def settings(self) -> dict[str, Any]:
         """What a checkpoint must match to be resumed: space, profile, data, seed and the config."""
-        return {
-            "space": self.space.name,
-            "profile": dataclasses.asdict(self.profile),
-            "data": self.data.describe(),
-            "seed": self.seed,
-            "config": dataclasses.asdict(self.config),
-        }
+        return _settings(self.space, self.profile, self.data, self.seed, self.config)
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
         return autocast(self.device, self.amp_dtype)
@@ -315,13 +349,7 @@ class OneShotEvaluator:
     def _load_checkpoint(self) -> dict[str, Any] | None:
         if self.checkpoint is None or not self.checkpoint.exists():
             return None
-        state = load_checkpoint(self.checkpoint, _KEYS, _REMEDY)
-        if state["settings"] != self.settings():
-            raise ValueError(
-                f"{self.checkpoint} was trained with other settings (space, profile, data, seed or config); "
-                "use another run directory or delete it"
-            )
-        return state
+        return _read_checkpoint(self.checkpoint, self.settings())
 
     # ------------------------------------------------------------------------------------------ scoring
 

@@ -3,8 +3,9 @@
 An entry names an evaluator, its config dataclass (the settings a user may override, e.g. from a search
 config file's ``evaluator-config`` section), the metrics its ``evaluate(arch, report=...)`` reports, and
 whether it does set-up work before its first trial (training a one-shot supernet), which a search charges to
-its budget as overhead. A search validates its objectives against the entry before any study is created, so
-an objective no evaluator produces is refused in one sentence instead of failing every trial.
+its budget as overhead, and a check of the run folder's files that set-up would refuse. A search validates
+its objectives against the entry, and runs the check, before any study is created, so an objective no
+evaluator produces, or a supernet.pt it cannot resume, is refused in one sentence instead of later.
 
 Besides what the evaluator reports, every trial carries :data:`TRIAL_METRICS` (``params`` and ``macs`` of the
 architecture at the target resolution, counted by fvcore), whichever evaluator scored it, and
@@ -55,6 +56,7 @@ class EvaluatorSpec:
     needs_setup: bool = False
     default_objectives: tuple[str, ...] = ("top1:max", "macs:min")  # a search's when it names none
     ladder: bool = False  # trains in spans continued from checkpoints (evaluate(..., fidelity=...))
+    checker: str | None = None  # ``module:name``: refuses the run folder's files it would read at set-up
 
     @property
     def objectives(self) -> frozenset[str]:
@@ -90,6 +92,13 @@ class EvaluatorSpec:
         ``profile``, ``data`` (a thunk: called only by evaluators that train), ``seed``, ``device``,
         ``run_dir`` and ``weights_dir``."""
         return _resolve(self.builder)(config, **context) if self.builder else None
+
+    def check(self, config: Any, **context: Any) -> None:
+        """Refuse in one sentence what the set-up would refuse later (a checkpoint in the run folder that is
+        not this evaluator's), without doing the set-up: a search checks before it writes. ``context`` is
+        :meth:`build`'s, with ``data`` the split itself."""
+        if self.checker:
+            _resolve(self.checker)(config, **context)
 
 
 # The bounds of evaluators' whole-number settings, by name (nas.bounds): the sizes the command line's own
@@ -173,6 +182,7 @@ EVALUATORS: dict[str, EvaluatorSpec] = {
             config="evaluators.oneshot:OneShotConfig",
             builder="evaluators.registry:build_oneshot",
             needs_setup=True,
+            checker="evaluators.oneshot:check_supernet",
         ),
     )
 }

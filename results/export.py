@@ -1,6 +1,7 @@
 """Taking found architectures away: ``nas export STUDY (--trial N | --pareto)``.
 
-For each chosen trial it writes ``<out>/trial_<N>/``:
+For each chosen trial it writes ``<out>/trial_<N>/`` (replacing an earlier export of it); every folder is made
+complete beside ``<out>`` first and renamed into place only when all are, so a failed export leaves nothing:
 
 - ``arch.json``: the architecture as searched (``nas.create_model("arch.json", num_classes=...)`` builds it
   at any size; ``nas train arch.json`` trains it);
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -107,17 +109,52 @@ def export_trials(
             reason = row.get("fail_reason") or row["state"]
             raise ValueError(f"trial: trial {number} did not complete ({reason}); nothing to export")
         rows.append((int(number), row))
+    staging = _staging(out_dir)
     try:
+        for number, row in rows:
+            _export_one(run_dir, staging / f"trial_{number}", row, fmt)
         out_dir.mkdir(parents=True, exist_ok=True)
+        for number, _ in rows:
+            _put(staging / f"trial_{number}", out_dir / f"trial_{number}", staging)
+    except OSError as err:
+        raise ValueError(f"out: cannot write the folder {out_dir} ({err.strerror})") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return [out_dir / f"trial_{number}" for number, _ in rows]
+
+
+def _staging(out_dir: Path) -> Path:
+    """A new hidden folder in ``out_dir``'s nearest existing folder (so on its file system: each trial is
+    renamed into place only when all are complete, and a failed export leaves nothing)."""
+    parent = out_dir.absolute()
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ValueError(f"out: cannot create the folder {out_dir}: {parent} is a file")
+    try:
+        return Path(tempfile.mkdtemp(prefix=".nas-export-", dir=parent))
     except OSError as err:
         raise ValueError(f"out: cannot create the folder {out_dir} ({err.strerror})") from None
-    return [_export_one(run_dir, out_dir / f"trial_{number}", row, fmt) for number, row in rows]
 
 
-def _export_one(run_dir: Path, target: Path, row: pd.Series, fmt: str) -> Path:
+def _put(source: Path, target: Path, staging: Path) -> None:
+    """Rename the complete ``source`` to ``target``; an earlier export there is moved into ``staging`` (and
+    goes with it), or put back if the rename fails."""
+    old = staging / f"{target.name}.old" if target.exists() else None
+    if old is not None:
+        target.rename(old)
+    try:
+        source.rename(target)
+    except OSError:
+        if old is not None:
+            old.rename(target)
+        raise
+
+
+def _export_one(run_dir: Path, target: Path, row: pd.Series, fmt: str) -> None:
     from nas.arch import Arch
 
-    target.mkdir(parents=True, exist_ok=True)
+    target.mkdir()
     arch = Arch.from_json(str(row["arch_json"]))
     (target / "arch.json").write_text(arch.to_json(indent=1) + "\n")
     record = {k: _jsonable(v) for k, v in row.items() if k != "arch_json"}
@@ -125,11 +162,10 @@ def _export_one(run_dir: Path, target: Path, row: pd.Series, fmt: str) -> Path:
     name = row.get("weights")
     source = run_dir / "weights" / str(name) if isinstance(name, str) and name else None
     if source is None or not source.exists():
-        return target  # the architecture only: weights were not kept (off the front, or no training)
+        return  # the architecture only: weights were not kept (off the front, or no training)
     shutil.copyfile(source, target / "model.pt")
     if fmt != "none":
-        _compile(target / "model.pt", target, fmt)
-    return target
+        _compile(source, target, fmt)  # a file that cannot be read is named as the user knows it
 
 
 def _compile(model_file: Path, target: Path, fmt: str) -> None:

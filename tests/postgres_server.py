@@ -55,7 +55,7 @@ class PostgresServer:
             user=self.user, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         log.close()
-        deadline = time.time() + 60
+        deadline = time.time() + 600  # only a server that never starts reaches it, however busy the machine
         while subprocess.run(
             [str(self.bin / "pg_isready"), "-h", "127.0.0.1", "-p", str(self.port)], capture_output=True
         ).returncode:

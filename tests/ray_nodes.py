@@ -141,7 +141,7 @@ def alive_nodes(address: str, env: dict[str, str]) -> int:
     return len(re.findall(r"node_[0-9a-f]+", section))
 
 
-def wait_for_nodes(head: RayNode, count: int, timeout: float = 120) -> None:
+def wait_for_nodes(head: RayNode, count: int, timeout: float = 600) -> None:
     deadline = time.time() + timeout
     while alive_nodes(head.address, head.env) < count:
         if head.proc is not None and head.proc.poll() is not None:

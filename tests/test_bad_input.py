@@ -1,9 +1,11 @@
 """A corpus of malformed inputs: every one is refused with one sentence and never touches a study.
 
 One cheap real study (``runs/s``, 3 complexity trials at 32 px) is made once for the module; every CLI case
-points at the same ``--runs-dir`` and ``--study s`` (with ``--resume`` where that reaches deeper code), so a
-case that writes before it fails is caught: the study's tables (read from ``study.db`` with sqlite3), its
-``trials.csv``, ``trials.parquet`` and ``manifest.json`` bytes and its file listing must be as they were.
+points at the same ``--runs-dir`` and ``--study s`` (with ``--resume`` where that reaches deeper code), or at
+a new study ``fresh`` that must never be made, so a case that writes before it fails is caught: the study's
+tables (read from ``study.db`` with sqlite3), its ``trials.csv``, ``trials.parquet`` and ``manifest.json``
+bytes and its file listing must be as they were, and so must every other file and folder the cases can
+reach (``tree``: no new run folder, storage file, export or training folder, no file changed).
 
 A CLI case must exit with code 2 and print exactly one line, ``error: ...``, with no traceback and no warning.
 An API case must raise ValueError whose message is one line. Every case runs under a timeout, so an input that
@@ -28,17 +30,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
+import torch
 from cheap_search import cheap_settings
 from typer.testing import CliRunner
 
 from nas import bounds
 from nas.arch import Arch, Stage, Stem
 from nas.cli import app
+from nas.search.settings import MAX_SEED
 
 ROOT = Path(__file__).resolve().parents[1]
 HYBRID = ROOT / "examples" / "hybrid.json"
 STUDY = "s"
+FRESH = "fresh"  # a study no case may create
+CUDA = torch.cuda.is_available()
+# a budget of the device the trials do not run on, and the sentence refusing it
+OTHER_DEVICE_BUDGET, OTHER_DEVICE_REFUSAL = (
+    ("1cpu-hours", "counts CPU time but the trials would run on a GPU")
+    if CUDA
+    else ("1gpu-hours", "counts GPU time but no GPU is available")
+)
 TABLES = (
     "studies",
     "study_user_attributes",
@@ -240,6 +253,17 @@ CONFIG_MESSAGES = {
     "zero.yaml": "zero.yaml': cannot be read (it is a character device, not a regular file)",
     "folder.yaml": "folder.yaml': cannot be read (it is a directory, not a regular file)",
 }
+def _damaged_weights(run_dir: Path) -> None:
+    """Trial 0 kept weights that are garbage; an earlier export of it is in ``export/trial_0``."""
+    from results.store import save_trials
+
+    frame = pd.read_parquet(run_dir / "trials.parquet")
+    frame["weights"] = ["w.pt" if n == 0 else "" for n in frame["number"]]
+    save_trials(frame, run_dir)
+    (run_dir / "weights").mkdir()
+    (run_dir / "weights" / "w.pt").write_bytes(b"PK\x03\x04 not a model file")
+    (run_dir / "export" / "trial_0").mkdir(parents=True)
+    (run_dir / "export" / "trial_0" / "arch.json").write_text("an earlier export\n")
 
 
 BROKEN_RUNS: dict[str, Callable[[Path], object]] = {
@@ -247,6 +271,7 @@ BROKEN_RUNS: dict[str, Callable[[Path], object]] = {
     "manifest-no-objectives": lambda d: (d / "manifest.json").write_text('{"study": "s", "settings": {}}'),
     "table-damaged": lambda d: (d / "trials.parquet").write_bytes(b"PAR1 damaged"),
     "table-foreign": lambda d: ((d / "trials.parquet").unlink(), (d / "trials.csv").write_text("a,b\n1,2\n")),
+    "weights-damaged": _damaged_weights,
 }
 
 
@@ -279,6 +304,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Env:
         for file in ("manifest.json", "trials.csv", "trials.parquet"):
             shutil.copyfile(env.run_dir / file, broken / file)
         damage(broken)
+    (env.runs / "supernet-refused").mkdir()  # a new study's folder holding a supernet.pt that is none
+    (env.runs / "supernet-refused" / "supernet.pt").write_bytes(b"not a supernet checkpoint\n")
     return env
 
 
@@ -299,6 +326,22 @@ def snapshot(run_dir: Path) -> dict[str, Any]:
         for p in run_dir.rglob("*")
         if not p.name.endswith(("-wal", "-shm", "-journal"))
     )
+    return out
+
+
+def tree(root: Path) -> dict[str, bytes | None]:
+    """Every folder (None) and file (its bytes) under ``root``, but the user cache (where a system dataset
+    is unpacked) and the SQLite databases, whose bytes a reader may change (their rows are ``snapshot``'s);
+    a FIFO or device file some cases make is named, never read."""
+    out: dict[str, bytes | None] = {}
+    for path in root.rglob("*"):
+        name = str(path.relative_to(root))
+        if name == "cache" or name.startswith("cache/") or path.name.endswith(("-wal", "-shm", "-journal")):
+            continue
+        if path.is_dir() or not path.is_file():
+            out[name] = None
+            continue
+        out[name] = b"" if path.suffix == ".db" else path.read_bytes()
     return out
 
 
@@ -506,8 +549,23 @@ CLI_CASES = [
     ),
     pytest.param(
         search("--runs-dir", "/proc/nas-no-such-dir"),
-        "storage: cannot open sqlite:////proc/nas-no-such-dir/s/study.db",
+        "runs-dir: cannot make the run folder /proc/nas-no-such-dir/s",
         id="search-runs-dir-uncreatable",
+    ),
+    pytest.param(
+        search("--runs-dir", "{hybrid}/runs"),
+        f"runs-dir: cannot make the run folder {HYBRID}/runs/s: {HYBRID} is a file",
+        id="search-runs-dir-under-a-file",
+    ),
+    pytest.param(
+        search("--resume", storage="journal:{runs}/nope.log"),
+        "study 's' does not exist in journal:{runs}/nope.log",
+        id="search-resume-journal-missing",
+    ),
+    pytest.param(
+        search("--resume", storage="sqlite:///{runs}/nope.db"),
+        "study 's' does not exist in sqlite:///{runs}/nope.db",
+        id="search-resume-sqlite-url-missing",
     ),
     pytest.param(search(study="../x"), "'../x' is not a valid name", id="search-study-dotdot"),
     pytest.param(search(study="a/b"), "'a/b' is not a valid name", id="search-study-slash"),
@@ -553,6 +611,112 @@ CLI_CASES = [
     pytest.param(search("--resume", cpus_per_trial="0"), "cpus-per-trial", id="search-zero-cpus-per-trial"),
     pytest.param(
         search("--resume", gpus_per_trial="-1"), "gpus-per-trial", id="search-negative-gpus-per-trial"
+    ),
+    # a new study: every setting is checked before its folder, storage or first trial exists
+    pytest.param(
+        search(study=FRESH, budget=OTHER_DEVICE_BUDGET), OTHER_DEVICE_REFUSAL, id="search-budget-other-device"
+    ),
+    pytest.param(
+        search(study=FRESH, budget=OTHER_DEVICE_BUDGET, storage="journal:{runs}/fresh.log"),
+        OTHER_DEVICE_REFUSAL,
+        id="search-budget-other-device-journal",
+    ),
+    pytest.param(
+        search(study=FRESH, seed="-1"),
+        f"seed: must be a whole number between 0 and {MAX_SEED}, got -1",
+        id="search-seed-negative",
+    ),
+    pytest.param(
+        search(study=FRESH, seed=str(2**32)),
+        f"seed: must be a whole number between 0 and {MAX_SEED}",
+        id="search-seed-too-large",
+    ),
+    pytest.param(
+        search(study=FRESH, seed="-1", storage="journal:{runs}/fresh.log"),
+        "seed: must be a whole number",
+        id="search-seed-negative-journal",
+    ),
+    pytest.param(
+        search("--resume", seed="-7"), "seed: must be a whole number", id="search-resume-seed-negative"
+    ),
+    pytest.param(
+        search(study=FRESH, latency_device="cuda:99", max_latency="10ms"),
+        "latency-device: cuda:99 is not on this machine",
+        id="search-latency-device-missing",
+    ),
+    pytest.param(
+        search(study="supernet-refused", evaluator="oneshot", objectives="top1,macs", dataset="synthetic"),
+        "checkpoint {runs}/supernet-refused/supernet.pt cannot be read",
+        id="search-oneshot-refused-supernet",
+    ),
+    pytest.param(
+        search(
+            study="supernet-refused",
+            backend="ray",
+            evaluator="oneshot",
+            objectives="top1,macs",
+            dataset="synthetic",
+        ),
+        "checkpoint {runs}/supernet-refused/supernet.pt cannot be read",
+        id="search-ray-oneshot-refused-supernet",
+    ),
+    pytest.param(
+        search(
+            study=FRESH, evaluator="proxy", objectives="top1,macs", dataset="cifar10", data_dir="{root}/empty"
+        ),
+        "CIFAR10 not found",
+        id="search-fresh-dataset-missing",
+    ),
+    # Ray: the cluster answers, and a trial fits it, before the first file
+    pytest.param(
+        search(study=FRESH, backend="ray", address="ray://nowhere:1"),
+        "address: cannot reach the Ray cluster at ray://nowhere:1",
+        id="search-ray-address-unresolvable",
+    ),
+    pytest.param(
+        search(study=FRESH, backend="ray", address="ray://127.0.0.1:1"),
+        "address: cannot reach the Ray cluster at ray://127.0.0.1:1 (Connection refused)",
+        id="search-ray-client-port-refused",
+    ),
+    pytest.param(
+        search(study=FRESH, backend="ray", address="127.0.0.1:1"),
+        "address: cannot reach the Ray cluster at 127.0.0.1:1 (Connection refused)",
+        id="search-ray-gcs-port-refused",
+    ),
+    pytest.param(
+        search(study=FRESH, backend="ray", address="nowhere"),
+        "address: 'nowhere' is not a Ray cluster's address",
+        id="search-ray-address-malformed",
+    ),
+    pytest.param(
+        search(study=FRESH, backend="ray", address="ray://head:99999"),
+        "address: 'ray://head:99999' is not a Ray cluster's address",
+        id="search-ray-address-port-out-of-range",
+    ),
+    pytest.param(
+        search(study=FRESH, backend="ray", gpus_per_trial="64"),
+        "gpus-per-trial: 64 GPUs per trial, but a local Ray has this machine's",
+        id="search-ray-local-too-many-gpus",
+    ),
+    pytest.param(
+        search(study=FRESH, backend="ray", cpus_per_trial="1000"),
+        "cpus-per-trial: 1000 CPUs per trial, but a local Ray has this machine's",
+        id="search-ray-local-too-many-cpus",
+    ),
+    pytest.param(
+        search(study=FRESH, backend="ray", budget="1gpu-hours", gpus_per_trial="0"),
+        "counts GPU time but trials hold no GPU",
+        id="search-ray-gpu-budget-without-gpus",
+    ),
+    pytest.param(
+        search(study=FRESH, backend="ray", budget="1cpu-hours", gpus_per_trial="1"),
+        "counts CPU time but each trial holds 1 GPU",
+        id="search-ray-cpu-budget-with-gpus",
+    ),
+    pytest.param(
+        search(study=FRESH, backend="ray", latency_device="cuda:99", max_latency="10ms"),
+        "latency-device: cuda:99 is not on this machine",
+        id="search-ray-latency-device-missing",
     ),
     # conflicting flags
     pytest.param(search("--resume", address="auto"), "needs --backend ray", id="search-address-without-ray"),
@@ -678,6 +842,38 @@ CLI_CASES = [
         "format: unknown 'onnx'",
         id="export-unknown-format",
     ),
+    # an export that fails leaves no folder, and an earlier export as it was
+    pytest.param(
+        ["export", "weights-damaged", "--trial", "0", "--runs-dir", "{runs}"],
+        "{runs}/weights-damaged/weights/w.pt",
+        id="export-damaged-weights-over-an-earlier-export",
+    ),
+    pytest.param(
+        ["export", "weights-damaged", "--trial", "0", "--out", "{root}/export-out", "--runs-dir", "{runs}"],
+        "{runs}/weights-damaged/weights/w.pt",
+        id="export-damaged-weights-new-out",
+    ),
+    pytest.param(
+        [
+            "export",
+            "weights-damaged",
+            "--trial",
+            "1",
+            "--trial",
+            "0",
+            "--out",
+            "{root}/export-out",
+            "--runs-dir",
+            "{runs}",
+        ],
+        "{runs}/weights-damaged/weights/w.pt",
+        id="export-good-trial-then-damaged-weights",
+    ),
+    pytest.param(
+        ["export", STUDY, "--trial", "0", "--out", "{hybrid}/out", "--runs-dir", "{runs}"],
+        f"out: cannot create the folder {HYBRID}/out: {HYBRID} is a file",
+        id="export-out-under-a-file",
+    ),
 ]
 
 
@@ -687,7 +883,7 @@ CLI_CASES = [
 def test_cli_bad_input_is_one_sentence_exit_2_and_leaves_the_study(
     env: Env, args: list[str], message: str
 ) -> None:
-    state = snapshot(env.run_dir)
+    state, files = snapshot(env.run_dir), tree(env.root)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = runner.invoke(app, [env.fill(a) for a in args])
@@ -700,7 +896,7 @@ def test_cli_bad_input_is_one_sentence_exit_2_and_leaves_the_study(
     assert len(output.splitlines()) == 1, output
     assert env.fill(message) in output
     assert snapshot(env.run_dir) == state
-    assert not (env.root / "train-out").exists()  # no training started either
+    assert tree(env.root) == files  # no new study, storage file, export or training folder; no file changed
 
 
 # --- the Python API ----------------------------------------------------------------------------------------
@@ -720,6 +916,12 @@ def _from_sources(env: Env, config: str) -> None:
     from nas.search.settings import SearchSettings
 
     SearchSettings.from_sources(env.fill(config), budget="3trials")
+
+
+def _export(run_dir: Path, out: Path, trials: list[int]) -> None:
+    from results.export import export_trials
+
+    export_trials(run_dir, out, trials=trials)
 
 
 def _create(arch: Any, **kwargs: Any) -> None:
@@ -954,6 +1156,22 @@ API_CASES: list[Any] = [
     ),
     pytest.param(lambda e: _settings(e, seed=1.5), "seed: must be", id="settings-seed-not-an-integer"),
     pytest.param(
+        lambda e: _settings(e, seed=-1), "seed: must be a whole number between 0", id="settings-seed-negative"
+    ),
+    pytest.param(
+        lambda e: _settings(e, seed=MAX_SEED + 1), f"got {MAX_SEED + 1}", id="settings-seed-too-large"
+    ),
+    pytest.param(
+        lambda e: _settings(e, backend="ray", address="head"),
+        "address: 'head' is not a Ray cluster's address",
+        id="settings-address-malformed",
+    ),
+    pytest.param(
+        lambda e: _settings(e, backend="ray", address="ray://head"),
+        "is not a Ray cluster's address",
+        id="settings-address-without-port",
+    ),
+    pytest.param(
         lambda e: _settings(e, trial_timeout=-1), "trial-timeout", id="settings-negative-trial-timeout"
     ),
     pytest.param(lambda e: _settings(e, study="a/b"), "not a valid name", id="settings-study-path-chars"),
@@ -989,6 +1207,54 @@ API_CASES: list[Any] = [
         ),
         "CIFAR10 not found",
         id="run-dataset-missing",
+    ),
+    pytest.param(
+        lambda e: _run(e, study=FRESH, resume=False, budget=OTHER_DEVICE_BUDGET),
+        OTHER_DEVICE_REFUSAL,
+        id="run-budget-other-device",
+    ),
+    pytest.param(
+        lambda e: _run(e, study=FRESH, resume=False, latency_device="cuda:99", max_latency="10ms"),
+        "latency-device: cuda:99 is not on this machine",
+        id="run-latency-device-missing",
+    ),
+    pytest.param(
+        lambda e: _run(
+            e,
+            study="supernet-refused",
+            resume=False,
+            evaluator="oneshot",
+            objectives=("top1", "macs"),
+            dataset="synthetic",
+        ),
+        "supernet-refused/supernet.pt cannot be read",
+        id="run-oneshot-refused-supernet",
+    ),
+    pytest.param(
+        lambda e: _run(e, storage=f"journal:{e.runs}/nope.log"),
+        "does not exist",
+        id="run-resume-journal-missing",
+    ),
+    pytest.param(
+        lambda e: _run(e, study=FRESH, resume=False, backend="ray", address="ray://nowhere:1"),
+        "address: cannot reach the Ray cluster",
+        id="run-ray-address-unreachable",
+    ),
+    pytest.param(
+        lambda e: _run(e, study=FRESH, resume=False, backend="ray", gpus_per_trial=64),
+        "gpus-per-trial: 64 GPUs per trial",
+        id="run-ray-local-too-many-gpus",
+    ),
+    # nas export
+    pytest.param(
+        lambda e: _export(e.runs / "weights-damaged", e.runs / "weights-damaged" / "export", [0]),
+        "weights-damaged/weights/w.pt",
+        id="export-api-damaged-weights",
+    ),
+    pytest.param(
+        lambda e: _export(e.runs / "weights-damaged", e.root / "export-out", [1, 2, 0]),
+        "weights-damaged/weights/w.pt",
+        id="export-api-two-good-then-damaged",
     ),
     # Arch
     pytest.param(lambda e: Arch.load(e.root / "even-k.json"), "got 4", id="arch-load-even-k"),
@@ -1048,13 +1314,14 @@ API_CASES: list[Any] = [
 @pytest.mark.usefixtures("study_made", "clean_data_env")
 @pytest.mark.parametrize(("call", "message"), API_CASES)
 def test_api_bad_input_raises_one_line_value_error(env: Env, call: Case, message: str) -> None:
-    state = snapshot(env.run_dir)
+    state, files = snapshot(env.run_dir), tree(env.root)
     with pytest.raises(ValueError) as err:
         call(env)
     text = str(err.value)
     assert "\n" not in text, text
     assert env.fill(message) in text, text
     assert snapshot(env.run_dir) == state
+    assert tree(env.root) == files
 
 
 def test_objectives_given_as_text_are_normalized(env: Env) -> None:

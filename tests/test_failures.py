@@ -8,7 +8,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from types import SimpleNamespace
 
 import optuna
 import pytest
@@ -16,7 +18,7 @@ import torch
 from optuna.trial import TrialState
 
 from evaluators.proxy import TrainingDiverged
-from nas.search import liveness
+from nas.search import failures, liveness
 from nas.search.failures import TrialTimeout, deadline, failure_reason
 from nas.search.liveness import fail_lost_trials, lost_reason, this_worker, worker_alive
 
@@ -27,11 +29,51 @@ def _spin(seconds: float) -> None:
         sum(range(1000))
 
 
+def _spin_until_stopped() -> None:
+    """Python work only a deadline ends (pytest's own timeout, if none does): no test here depends on how
+    much work fits in some seconds."""
+    while True:
+        sum(range(1000))
+
+
+class _HandTimer:
+    def __init__(self, seconds: float, expire: Callable[[], None]) -> None:
+        self.seconds, self.expire = seconds, expire
+
+    def cancel(self) -> None:
+        pass  # a late call of ``expire`` is what the deadline must ignore: the tests make one
+
+
+class HandClock:
+    """``failures.start_timer`` driven by the test: a deadline's time is up when :meth:`fire` says, as a real
+    timer does it (``expire`` called from another thread), whatever the machine's speed."""
+
+    def __init__(self) -> None:
+        self.timers: list[_HandTimer] = []
+
+    def __call__(self, seconds: float, expire: Callable[[], None]) -> _HandTimer:
+        self.timers.append(_HandTimer(seconds, expire))
+        return self.timers[-1]
+
+    def fire(self) -> None:
+        """The latest timer's time is up."""
+        thread = threading.Thread(target=self.timers[-1].expire)
+        thread.start()
+        thread.join()
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> HandClock:
+    hand = HandClock()
+    monkeypatch.setattr(failures, "start_timer", hand)
+    return hand
+
+
 def test_deadline_interrupts_python_work_in_the_main_thread() -> None:
     start = time.perf_counter()
     with pytest.raises(TrialTimeout, match=r"exceeded its 0.2 s timeout"), deadline(0.2):
-        _spin(5)
-    assert time.perf_counter() - start < 2
+        _spin_until_stopped()
+    assert time.perf_counter() - start >= 0.2  # not before its time
 
 
 def test_deadline_interrupts_a_worker_thread_as_ray_runs_trials() -> None:
@@ -40,29 +82,31 @@ def test_deadline_interrupts_a_worker_thread_as_ray_runs_trials() -> None:
     def trial() -> None:
         try:
             with deadline(0.2):
-                _spin(5)
+                _spin_until_stopped()
         except TrialTimeout as err:
             caught.append(err)
 
-    worker = threading.Thread(target=trial)
-    start = time.perf_counter()
+    worker = threading.Thread(target=trial, daemon=True)
     worker.start()
-    worker.join(10)
-    assert len(caught) == 1 and time.perf_counter() - start < 2
+    worker.join(120)  # a margin for a busy machine: the deadline ends it after 0.2 s
+    assert len(caught) == 1 and not worker.is_alive()
 
 
-def test_deadline_leaves_a_fast_block_alone_and_does_not_fire_later() -> None:
+def test_deadline_leaves_a_fast_block_alone_and_does_not_fire_later(clock: HandClock) -> None:
     with deadline(0.3):
         _spin(0.01)
-    _spin(0.6)  # a stale timer would land here
+    clock.fire()  # the timer's time comes after the block (a cancel that lost the race): nothing happens
+    _spin(0.1)  # where a stale exception would land
     with deadline(None):
         _spin(0.01)
+    assert len(clock.timers) == 1  # no limit, no timer
 
 
-def test_a_block_that_swallows_the_timeout_still_fails() -> None:
+def test_a_block_that_swallows_the_timeout_still_fails(clock: HandClock) -> None:
     # the inner suppress is a library catching everything
     with pytest.raises(TrialTimeout), deadline(0.1), contextlib.suppress(TrialTimeout):
-        _spin(1)
+        clock.fire()
+        _spin_until_stopped()
 
 
 @pytest.mark.parametrize(
@@ -139,15 +183,22 @@ def test_fail_lost_trials_fails_each_once_and_enqueues_the_rerun() -> None:
     assert rerun.suggest_int("x", 0, 9) == lost.params["x"]  # the same architecture again
 
 
-def test_the_deadline_waits_for_an_import_in_progress(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_deadline_waits_for_an_import_in_progress(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, clock: HandClock
+) -> None:
     """A timeout inside an import would leave a half-built module that breaks every later trial."""
     (tmp_path / "slow_module_for_deadline.py").write_text(
-        "import time\nend = time.perf_counter() + 0.5\n"
-        "while time.perf_counter() < end:\n    pass\nDONE = True\n"
+        "from deadline_test_clock import fire\n"
+        "fire()  # the trial's time is up in the middle of this import\n"
+        "DONE = True\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(sys.modules, "deadline_test_clock", SimpleNamespace(fire=clock.fire))
+    monkeypatch.delitem(sys.modules, "slow_module_for_deadline", raising=False)
     with pytest.raises(TrialTimeout), deadline(0.05):
         import slow_module_for_deadline  # noqa: F401
 
-        _spin(5)
+        assert len(clock.timers) == 2  # the deadline waits (a retry timer) instead of raising in the import
+        clock.fire()  # the retry, after the import
+        _spin_until_stopped()
     assert sys.modules["slow_module_for_deadline"].DONE

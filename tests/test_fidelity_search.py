@@ -184,7 +184,7 @@ def test_cli_refuses_a_ladder_without_training_in_one_sentence(tmp_path: Path) -
     result = subprocess.run(
         [sys.executable, "-m", "nas", "search", "--evaluator", "complexity", "--fidelity", "ladder",
          "--runs-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert result.returncode == 2
     assert "has no rungs to climb" in result.stderr + result.stdout and "Traceback" not in result.stderr

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -168,8 +170,15 @@ def test_the_whole_network_is_timed_in_both_formats(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("space", list_spaces())
-def test_prediction_is_within_a_loose_factor_of_the_measured_network(space: str, tmp_path: Path) -> None:
-    """Loose on purpose: this machine may be busy; bench_latency.py measures the real error."""
+def test_prediction_is_within_a_loose_factor_of_the_measured_network(
+    space: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loose on purpose: bench_latency.py measures the real error. Parts and network are timed by this
+    thread's CPU clock (one thread computes them), so other processes on a busy machine, which stretch the
+    wall time of some passes and not others, do not decide the outcome."""
+    import evaluators.latency as latency
+
+    monkeypatch.setattr(latency, "time", SimpleNamespace(perf_counter=time.thread_time))
     arch = _small(space, FIRST_BASELINE[space])
     predicted = _table(tmp_path, repeats=3).predict(arch, 64)
     measured = measured_latency_ms(arch, 64, threads=1, warmup=1, repeats=3, seconds=0.0)
@@ -208,7 +217,7 @@ def test_concurrent_writers_in_two_processes_keep_each_others_entries(tmp_path: 
     for process in processes:
         process.start()
     for process in processes:
-        process.join(timeout=120)
+        process.join(timeout=600)
     assert [p.exitcode for p in processes] == [0] * len(processes)
     table = _table(tmp_path)
     for space, names in work.items():

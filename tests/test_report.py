@@ -89,7 +89,7 @@ def test_headless_chromium_renders_the_plot_offline(searched: Path, tmp_path: Pa
         ],
         check=True,
         capture_output=True,
-        timeout=120,
+        timeout=600,  # a hung browser, not a busy machine
     )
     shutil.copy(shot, searched / "report_screenshot.png")
     pixels = (imread(shot)[..., :3] * 255).round().astype(int)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from pathlib import Path
 
@@ -139,7 +140,13 @@ def test_a_failing_trial_is_recorded_and_the_search_goes_on(
     assert failed["arch"].str.startswith("attn").all()
 
 
-def test_time_budget_stops_within_one_trial_of_its_limit(tmp_path: Path) -> None:
+def test_time_budget_stops_within_one_trial_of_its_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # each trial is charged seconds the test draws, not the machine's: the stop is the budget's decision alone
+    seconds = itertools.cycle([0.7, 1.3, 0.9, 1.6])
+    real_cost = TrialRunner.cost
+    monkeypatch.setattr(TrialRunner, "cost", lambda self, _, **kw: real_cost(self, next(seconds), **kw))
     table = run_search(_settings(tmp_path, budget="6s", baselines=False)).trials
     spent, largest = table["charge"].sum(), table["charge"].max()
     assert len(table) >= 3

@@ -43,7 +43,7 @@ def _run_workers(runs: Path, storage: str, count: int) -> list[int]:
         study="shared",
     )
     first = _worker(runs, storage, resume=False)
-    deadline = time.time() + 120
+    deadline = time.time() + 600  # a stalled worker, not a slow machine
     opened = open_storage(settings)[0]  # one connection pool for the polling, not one per look
     while True:
         try:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from typer.testing import CliRunner
 from evaluators.registry import EVALUATORS, ON_REQUEST, TRIAL_METRICS, EvaluatorSpec
 from nas.arch import Arch
 from nas.cli import app
+from nas.search import budget
 from nas.search.budget import wall_seconds
 from nas.search.manifest import read_manifest, write_manifest
 from nas.search.objectives import KNOWN_DIRECTIONS
@@ -104,22 +104,27 @@ def test_wall_seconds_count_overlapping_sessions_once() -> None:
 
 
 def test_a_wall_budget_keeps_spending_across_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = TrialRunner.evaluate
+    # the sessions' clock moves only in trials, 0.25 s each, and each trial is charged 0.25 s: what the
+    # budget decides is then the same on a fast machine and a busy one
+    now = [1_000_000.0]
+    monkeypatch.setattr(budget, "session_clock", lambda: now[0])
+    real, real_cost = TrialRunner.evaluate, TrialRunner.cost
 
     def slow(self: TrialRunner, arch: Arch, report=None):
-        time.sleep(0.3)
+        now[0] += 0.25
         return real(self, arch, report)
 
     monkeypatch.setattr(TrialRunner, "evaluate", slow)
+    monkeypatch.setattr(TrialRunner, "cost", lambda self, seconds, **kw: real_cost(self, 0.25, **kw))
     first = run_search(cheap_settings(tmp_path, budget="1.5wall-seconds"))
     ran = len(first.trials)
     assert 2 <= ran <= 6
     spent = json.loads((first.run_dir / "manifest.json").read_text())["budget"]["spent"]["elapsed"]
-    assert spent >= 0.3 * ran  # the study's wall time covers its trials
+    assert spent >= 0.25 * ran  # the study's wall time covers its trials
     # the study's wall time is spent: a resume under the same budget starts no trial ...
     again = run_search(cheap_settings(tmp_path, budget="1.5wall-seconds", resume=True))
     assert len(again.trials) == ran
-    # ... and one given 1.5 s more spends only what was added: at most 1.5 / 0.3 trials, and one past it
+    # ... and one given 1.5 s more spends only what was added: at most 1.5 / 0.25 trials
     more = run_search(cheap_settings(tmp_path, budget="3wall-seconds", resume=True))
     assert ran < len(more.trials) <= ran + 6
 

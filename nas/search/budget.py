@@ -321,17 +321,22 @@ class TrialCost:
         )
 
 
+def session_clock() -> float:
+    """Now, in Unix seconds, as sessions read it (a test replaces it with a clock it moves itself)."""
+    return time.time()
+
+
 @dataclass(frozen=True)
 class Session:
     """One ``nas search`` call on a study: an id and when it started (Unix seconds). Its span runs from its
     start to its last finished trial; a study's wall time is the union of its sessions' spans."""
 
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
-    start: float = field(default_factory=time.time)
+    start: float = field(default_factory=lambda: session_clock())
 
     def span(self) -> tuple[float, float]:
         """From its start to now."""
-        return (self.start, time.time())
+        return (self.start, session_clock())
 
 
 def wall_seconds(spans: Iterable[Sequence[float]]) -> float:

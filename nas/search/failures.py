@@ -24,8 +24,10 @@ import gc
 import os
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 __all__ = [
     "TrialTimeout",
@@ -34,6 +36,7 @@ __all__ = [
     "disk_state",
     "failure_reason",
     "release_memory",
+    "start_timer",
     "write_failure",
 ]
 
@@ -100,6 +103,15 @@ def _write_failure(err: BaseException) -> str | None:
     return None
 
 
+def start_timer(seconds: float, expire: Callable[[], None]) -> Any:
+    """A started daemon timer that calls ``expire`` after ``seconds`` and stops on ``cancel()``: the clock of
+    every :class:`deadline` (a test puts one it drives here, so no outcome depends on the machine's speed)."""
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
 class deadline:  # lower-case: a context manager, like contextlib's
     """Raise :class:`TrialTimeout` in the calling thread once ``seconds`` have passed (no limit for None).
 
@@ -116,7 +128,7 @@ class deadline:  # lower-case: a context manager, like contextlib's
         self._lock = threading.Lock()
         self._active = False
         self._fired = False
-        self._timer: threading.Timer | None = None
+        self._timer: Any = None
 
     @property
     def message(self) -> str:
@@ -126,9 +138,7 @@ class deadline:  # lower-case: a context manager, like contextlib's
         if self.seconds:
             self._thread = threading.get_ident()
             self._active = True
-            self._timer = threading.Timer(self.seconds, self._expire)
-            self._timer.daemon = True
-            self._timer.start()
+            self._timer = start_timer(self.seconds, self._expire)
         return self
 
     def _expire(self) -> None:
@@ -137,9 +147,7 @@ class deadline:  # lower-case: a context manager, like contextlib's
                 return
             if _importing(self._thread):  # an exception inside an import leaves a half-built module that
                 # breaks every later trial of this process: wait for the import to end
-                self._timer = threading.Timer(_IMPORT_RETRY_SECONDS, self._expire)
-                self._timer.daemon = True
-                self._timer.start()
+                self._timer = start_timer(_IMPORT_RETRY_SECONDS, self._expire)
                 return
             self._fired = True
             exc = ctypes.py_object(TrialTimeout)

@@ -78,8 +78,8 @@ def _problem(path: Path) -> str | None:
     """Why the manifest at ``path`` cannot be used (None: it is a JSON object, or there is none)."""
     try:
         data = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        return None
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # no manifest (a run folder that cannot exist is preflight's to refuse)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         where = f" (line {err.lineno}, column {err.colno})" if isinstance(err, json.JSONDecodeError) else ""
         return f"is not valid JSON{where}"

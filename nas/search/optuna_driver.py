@@ -23,6 +23,7 @@ import contextlib
 import multiprocessing
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -59,10 +60,14 @@ def open_study(
     """(study, storage URL, storage): create the study or load it. An existing study with trials needs
     ``resume`` (or a second worker), and ``resume`` needs an existing study (a mistyped name must not start
     a new one). The sampler is ``worker``'s in ``session`` (see :func:`~nas.search.samplers.sampler_seed`)."""
-    default_db = settings.run_dir / "study.db"
-    if create and settings.resume and not settings.storage and not default_db.exists():
-        name, where = settings.study_name, storage_url(settings)
-        raise ValueError(f"study {name!r} does not exist in {where}; drop --resume to start it")
+    where = storage_url(settings)
+    local = _storage_file(where)
+    if create and settings.resume and local is not None and not local.exists():  # opening would create it
+        if settings.storage and not local.parent.is_dir():
+            raise ValueError(f"storage: cannot open {where}: there is no folder {local.parent}")
+        raise ValueError(
+            f"study {settings.study_name!r} does not exist in {where}; drop --resume to start it"
+        )
     storage, url = open_storage(settings)
     names = optuna.study.get_all_study_names(storage)
     exists = settings.study_name in names
@@ -105,6 +110,15 @@ def open_study(
                 f"cannot be resumed with {fidelity}"
             )
     return study, url, storage
+
+
+def _storage_file(url: str) -> Path | None:
+    """The local file a SQLite or journal storage keeps (opening it creates it), None for a server's."""
+    if url.startswith("journal:") or url.endswith(".log"):
+        return Path(url.removeprefix("journal:")).expanduser()
+    if url.startswith("sqlite:///") and ":memory:" not in url:
+        return Path(url.removeprefix("sqlite:///"))
+    return None
 
 
 def _seed(settings: SearchSettings, worker: int, session: Session | None) -> int:
@@ -403,7 +417,6 @@ def run_optuna(settings: SearchSettings, progress: SearchProgress | None = None)
     session = Session()
     study, _, storage = open_study(settings, create=True, session=session)
     runner = TrialRunner(settings)
-    BudgetTracker(settings.budget).check_device(runner.device_kind)
     if settings.baselines:
         _enqueue_baselines(study, settings)
     _record_session(study, session)

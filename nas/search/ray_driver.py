@@ -41,6 +41,7 @@ from ray.tune.search import Searcher, SearchGenerator
 from nas.search.budget import BudgetTracker, Session, TrialCost, wall_seconds
 from nas.search.constraints import NothingFeasible, RejectionStreak
 from nas.search.fidelity import Ladder, RungResult, next_promotion
+from nas.search.preflight import trial_gpus
 from nas.search.progress import SearchProgress
 from nas.search.settings import SearchSettings
 from nas.search.trial import Earlier, TrialRecord, TrialRunner, run_trial
@@ -464,15 +465,6 @@ def _init_ray(settings: SearchSettings) -> bool:
     return not settings.address
 
 
-def _trial_gpus(settings: SearchSettings) -> float:
-    """GPUs each trial asks Ray for: ``--gpus-per-trial``, else 1 where this machine has CUDA."""
-    if settings.gpus_per_trial is not None:
-        return settings.gpus_per_trial
-    from evaluators.complexity import pick_device
-
-    return 1 if pick_device().type == "cuda" else 0
-
-
 def _start_session(settings: SearchSettings, gpus: float) -> None:
     """Record this session's budget in the ledger and charge the evaluator's set-up (a Ray task with a
     trial's resources) as overhead, before the first trial."""
@@ -491,8 +483,6 @@ def run_ray(settings: SearchSettings, progress: SearchProgress | None = None) ->
     """Run (or, with ``resume``, restore and continue) the Ray Tune search; returns the ``ResultGrid``."""
     from ray import tune
 
-    from nas.search.budget import Budget
-
     exp = experiment_dir(settings)
     if exp.exists() and not settings.resume and tune.Tuner.can_restore(str(exp)):
         raise ValueError(
@@ -503,16 +493,11 @@ def run_ray(settings: SearchSettings, progress: SearchProgress | None = None) ->
         raise ValueError(
             f"study {settings.study_name!r} has no Ray results in {exp} to resume; drop --resume to start it"
         )
-    if not settings.resume:
-        ledger_path(settings).unlink(missing_ok=True)  # left by a search that never got to its first trial
-    gpus = _trial_gpus(settings)
-    budget = Budget.parse(settings.budget)
-    if budget.device == "gpu" and not gpus:
-        raise ValueError(
-            f"budget {budget} counts GPU time but trials hold no GPU; give --gpus-per-trial or a cpu budget"
-        )
-    started = _init_ray(settings)
+    started = _init_ray(settings)  # joined before the stale ledger goes: an unreachable cluster keeps it
     try:
+        if not settings.resume:
+            ledger_path(settings).unlink(missing_ok=True)  # left by a search that never reached a trial
+        gpus = trial_gpus(settings)  # the budget's device was checked against it (nas.search.preflight)
         return _fit(settings, exp, gpus, progress)
     finally:
         if started:  # a local Ray of this search: its processes end with it (a driver SIGKILLed leaves them

@@ -59,12 +59,13 @@ def run_search(settings: SearchSettings, console: Console | None = None) -> Sear
 
 def _run_search(settings: SearchSettings, console: Console | None) -> SearchOutcome:
     from nas.search.manifest import check_manifest
+    from nas.search.preflight import preflight
     from nas.search.progress import SearchProgress
 
     console = console or Console()
+    data = preflight(settings)  # a refused search fails here, before anything is written
     if not settings.repair:
         check_manifest(settings.run_dir)  # refused before any trial, not replaced after them
-    data = _data_description(settings)  # missing data fails here, before any study is opened
     objectives = settings.parsed_objectives
     title = f"{settings.study_name} ({settings.space}, {settings.evaluator}, {settings.backend})"
     started = datetime.now(UTC).isoformat(timespec="seconds")
@@ -140,16 +141,3 @@ def _collect(settings: SearchSettings) -> tuple[pd.DataFrame, str, Any]:
     from nas.search.ray_driver import collect_ray
 
     return collect_ray(settings)
-
-
-def _data_description(settings: SearchSettings) -> dict[str, Any] | None:
-    if settings.evaluator == "complexity":
-        return None
-    from evaluators.data import load_dataset
-    from search_spaces import get_space
-
-    profile = get_space(settings.space).profile(settings.profile)
-    split = load_dataset(
-        settings.dataset, img_size=profile.img_size, data_dir=settings.data_dir, seed=settings.seed
-    )
-    return split.describe()

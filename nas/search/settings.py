@@ -40,6 +40,7 @@ from nas.search.objectives import KNOWN_DIRECTIONS, Objective, parse_objectives
 
 __all__ = [
     "BACKENDS",
+    "MAX_SEED",
     "SAMPLERS",
     "SearchSettings",
     "check_study_name",
@@ -51,6 +52,8 @@ BACKENDS = ("optuna", "ray")
 SAMPLERS = ("nsga2", "tpe", "gp", "random")
 _DEVICE = re.compile(r"cpu|cuda(:[0-9]+)?")
 _STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+# a Ray cluster: auto (the one `ray start` or $RAY_ADDRESS names), local, ray://HOST:PORT or HOST:PORT (GCS)
+_RAY_ADDRESS = re.compile(r"auto|local|(?:ray://)?(?:[^\s:/\[\]]+|\[[0-9A-Fa-f:.]+\]):(?P<port>[0-9]{1,5})")
 
 
 def check_study_name(name: str) -> None:
@@ -142,6 +145,13 @@ class SearchSettings:
         self._check_fidelity(evaluator)
         if self.address is not None and self.backend != "ray":
             raise ValueError("address: --address joins a Ray cluster, so it needs --backend ray")
+        if self.address is not None:
+            match = _RAY_ADDRESS.fullmatch(self.address)
+            if not match or not 0 < int(match["port"] or 1) < 65536:
+                raise ValueError(
+                    f"address: {self.address!r} is not a Ray cluster's address; use auto, "
+                    "ray://HOST:PORT (Ray Client) or HOST:PORT (the head's GCS port)"
+                )
         if self.backend == "ray" and self.workers != 1:
             raise ValueError("workers: with --backend ray, parallelism is --concurrency (trials at once)")
         if self.backend != "ray" and self.concurrency != 1:

@@ -1,0 +1,152 @@
+"""What a search checks before it writes anything: its settings against this machine, files and cluster.
+
+:class:`~nas.search.settings.SearchSettings` validates each value on its own (a seed's range, an address's
+form); :func:`preflight` checks what only the world can answer, in one place, before the first file or folder
+of the run exists (the study storage, ``runs/<study>/``, a Ray experiment), so that a refused search leaves
+everything as it was:
+
+- the run folder can be made (its nearest existing parent is a folder this process may write in);
+- a Ray cluster's address answers (one TCP connection; ``auto`` is left to Ray, which says so at once);
+- the budget's device is the one the trials run on (GPU time needs trials that hold a GPU, CPU time trials
+  that hold none), a local Ray has the CPUs and GPUs one trial asks for (else no trial could ever start), and
+  ``--latency-device`` exists where the trials run;
+- the dataset is there (its description goes into ``manifest.json``);
+- files the evaluator would read at its set-up are its own (a one-shot ``supernet.pt`` it could resume).
+
+Each refusal is a ``ValueError`` of one sentence naming the setting.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from nas.search.budget import Budget, BudgetTracker
+from nas.search.settings import SearchSettings
+
+__all__ = ["CONNECT_SECONDS", "preflight", "trial_gpus"]
+
+CONNECT_SECONDS = 5.0  # a cluster that takes longer to accept one connection is not reachable in practice
+
+
+def preflight(settings: SearchSettings) -> dict[str, Any] | None:
+    """Check ``settings`` against the machine, the files and the cluster (the module docstring's list);
+    returns the description of the data the trials train on (None for an evaluator that trains nothing)."""
+    _check_run_dir(settings.run_dir)
+    if settings.backend == "ray":
+        _check_ray(settings)
+    else:
+        from nas.search.trial import TrialRunner
+
+        BudgetTracker(settings.budget).check_device(TrialRunner(settings).device_kind)
+    _check_latency_device(settings)
+    if settings.evaluator == "complexity":
+        return None
+    from evaluators.data import load_dataset
+    from search_spaces import get_space
+
+    space = get_space(settings.space)
+    profile = space.profile(settings.profile)
+    split = load_dataset(
+        settings.dataset, img_size=profile.img_size, data_dir=settings.data_dir, seed=settings.seed
+    )
+    settings.evaluator_spec.check(
+        settings.evaluator_config_used(),
+        space=space,
+        profile=profile,
+        data=split,
+        seed=settings.seed,
+        run_dir=settings.run_dir,
+    )
+    return split.describe()
+
+
+def trial_gpus(settings: SearchSettings) -> float:
+    """GPUs each Ray trial asks for: ``--gpus-per-trial``, else 1 where this machine has CUDA."""
+    if settings.gpus_per_trial is not None:
+        return settings.gpus_per_trial
+    from evaluators.complexity import pick_device
+
+    return 1 if pick_device().type == "cuda" else 0
+
+
+def _check_run_dir(run_dir: Path) -> None:
+    """The run folder exists or can be made: a folder is made and removed in its nearest existing parent
+    (permission bits say nothing to root, and nothing about a read-only or pseudo file system)."""
+    parent = run_dir.absolute()
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ValueError(f"runs-dir: cannot make the run folder {run_dir}: {parent} is a file")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".nas-probe-", dir=parent))
+    except OSError as err:
+        raise ValueError(f"runs-dir: cannot make the run folder {run_dir} ({err.strerror})") from None
+
+
+def _check_ray(settings: SearchSettings) -> None:
+    gpus = trial_gpus(settings)
+    budget = Budget.parse(settings.budget)
+    if budget.device == "gpu" and not gpus:
+        raise ValueError(
+            f"budget {budget} counts GPU time but trials hold no GPU; give --gpus-per-trial or a cpu budget"
+        )
+    if budget.device == "cpu" and gpus:
+        raise ValueError(
+            f"budget {budget} counts CPU time but each trial holds {gpus:g} GPU; give --gpus-per-trial 0 or "
+            "a gpu budget"
+        )
+    if settings.address in (None, "local"):  # a local Ray has this machine's CPUs and GPUs, no more
+        _check_local_resources(settings.cpus_per_trial, gpus)
+    elif settings.address != "auto":
+        _check_reachable(settings.address)
+
+
+def _check_local_resources(cpus: float, gpus: float) -> None:
+    have_cpus = os.cpu_count() or 1
+    if cpus > have_cpus:
+        raise ValueError(
+            f"cpus-per-trial: {cpus:g} CPUs per trial, but a local Ray has this machine's {have_cpus}, so no "
+            "trial could start; give at most that or --address of a cluster"
+        )
+    if gpus:
+        have_gpus = _cuda_devices()
+        if gpus > have_gpus:
+            raise ValueError(
+                f"gpus-per-trial: {gpus:g} GPUs per trial, but a local Ray has this machine's {have_gpus}, "
+                "so no trial could start; give --gpus-per-trial 0 (and a cpu or plain time budget) or "
+                "--address of a cluster"
+            )
+
+
+def _check_reachable(address: str) -> None:
+    """One TCP connection to the Ray Client or GCS port of ``address`` (``[ray://]HOST:PORT``)."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS).close()
+    except OSError as err:
+        reason = err.strerror or str(err) or type(err).__name__
+        raise ValueError(f"address: cannot reach the Ray cluster at {address} ({reason})") from None
+
+
+def _cuda_devices() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def _check_latency_device(settings: SearchSettings) -> None:
+    """A CUDA latency device must be one of this machine's GPUs when the trials run here (a cluster's
+    workers have their own)."""
+    device = settings.latency_device
+    remote = settings.backend == "ray" and settings.address not in (None, "local")
+    if device is None or not device.startswith("cuda") or remote:
+        return
+    have = _cuda_devices()
+    index = int(device.partition(":")[2] or 0)
+    if index >= have:
+        there = f"its GPUs are cuda:0 to cuda:{have - 1}" if have else "it has no CUDA GPU"
+        raise ValueError(f"latency-device: {device} is not on this machine; {there}")
