@@ -253,6 +253,8 @@ CONFIG_MESSAGES = {
     "zero.yaml": "zero.yaml': cannot be read (it is a character device, not a regular file)",
     "folder.yaml": "folder.yaml': cannot be read (it is a directory, not a regular file)",
 }
+
+
 def _damaged_weights(run_dir: Path) -> None:
     """Trial 0 kept weights that are garbage; an earlier export of it is in ``export/trial_0``."""
     from results.store import save_trials
