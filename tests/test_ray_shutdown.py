@@ -24,7 +24,8 @@ def _ray_children() -> list[str]:
             command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if int(fields[1]) == os.getpid() and fields[0] != "Z" and ("ray" in command):
+        started_by_init = "ray" in command and " ray start " not in command  # not a fixture's cluster
+        if int(fields[1]) == os.getpid() and fields[0] != "Z" and started_by_init:
             out.append(command[:80])
     return out
 

@@ -36,7 +36,7 @@ def _settings(tmp_path: Path, **changes: object) -> SearchSettings:
         ({"objectives": ("top1", "macs")}, "complexity evaluator trains nothing"),
         ({"objectives": ("accuracy",)}, "unknown metric"),
         ({"study": "../escape"}, "not a valid name"),
-        ({"workers": 0}, "at least 1"),
+        ({"workers": 0}, "workers: must be a whole number between 1 and"),
         ({"address": "auto"}, "needs --backend ray"),
         ({"profile": "tpu"}, "unknown proxy profile"),
     ],
