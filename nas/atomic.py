@@ -1,16 +1,18 @@
 """Files replaced atomically, safe with several writers: every file a run writes (trials table, report,
 manifest, checkpoints) is written beside its target under a name of this process's own and renamed over it,
-so a kill never leaves half a file and workers sharing a run directory never rename each other's."""
+so a kill never leaves half a file and workers sharing a run directory never rename each other's. A folder
+is made the same way, complete in a :func:`scratch_folder` on its file system, then renamed into place."""
 
 from __future__ import annotations
 
 import os
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["replaced"]
+__all__ = ["replaced", "scratch_folder"]
 
 
 @contextmanager
@@ -23,3 +25,19 @@ def replaced(path: str | Path) -> Iterator[Path]:
         tmp.replace(path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def scratch_folder(path: str | Path, setting: str) -> Path:
+    """A new hidden folder in the nearest existing folder of ``path`` (so on the file system ``path`` will be
+    on: what is made there can be renamed to ``path``); ValueError in one sentence naming ``setting`` if no
+    folder can be made there. The caller removes it."""
+    path = Path(path)
+    parent = path.absolute()
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ValueError(f"{setting}: cannot create the folder {path}: {parent} is a file")
+    try:
+        return Path(tempfile.mkdtemp(prefix=".nas-", dir=parent))
+    except OSError as err:  # permission bits say nothing to root, nor about a read-only or pseudo file system
+        raise ValueError(f"{setting}: cannot create the folder {path} ({err.strerror})") from None

@@ -22,13 +22,13 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from nas.atomic import scratch_folder
 from nas.search.objectives import parse_objectives
 from results.pareto import pareto_front
 from results.report import load_run
@@ -109,7 +109,7 @@ def export_trials(
             reason = row.get("fail_reason") or row["state"]
             raise ValueError(f"trial: trial {number} did not complete ({reason}); nothing to export")
         rows.append((int(number), row))
-    staging = _staging(out_dir)
+    staging = scratch_folder(out_dir, "out")  # each trial's folder is made complete here first
     try:
         for number, row in rows:
             _export_one(run_dir, staging / f"trial_{number}", row, fmt)
@@ -121,20 +121,6 @@ def export_trials(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return [out_dir / f"trial_{number}" for number, _ in rows]
-
-
-def _staging(out_dir: Path) -> Path:
-    """A new hidden folder in ``out_dir``'s nearest existing folder (so on its file system: each trial is
-    renamed into place only when all are complete, and a failed export leaves nothing)."""
-    parent = out_dir.absolute()
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        raise ValueError(f"out: cannot create the folder {out_dir}: {parent} is a file")
-    try:
-        return Path(tempfile.mkdtemp(prefix=".nas-export-", dir=parent))
-    except OSError as err:
-        raise ValueError(f"out: cannot create the folder {out_dir} ({err.strerror})") from None
 
 
 def _put(source: Path, target: Path, staging: Path) -> None:

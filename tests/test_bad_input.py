@@ -551,12 +551,12 @@ CLI_CASES = [
     ),
     pytest.param(
         search("--runs-dir", "/proc/nas-no-such-dir"),
-        "runs-dir: cannot make the run folder /proc/nas-no-such-dir/s",
+        "runs-dir: cannot create the folder /proc/nas-no-such-dir/s",
         id="search-runs-dir-uncreatable",
     ),
     pytest.param(
         search("--runs-dir", "{hybrid}/runs"),
-        f"runs-dir: cannot make the run folder {HYBRID}/runs/s: {HYBRID} is a file",
+        f"runs-dir: cannot create the folder {HYBRID}/runs/s: {HYBRID} is a file",
         id="search-runs-dir-under-a-file",
     ),
     pytest.param(

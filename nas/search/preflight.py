@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import os
 import socket
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from nas.atomic import scratch_folder
 from nas.search.budget import Budget, BudgetTracker
 from nas.search.settings import SearchSettings
 
@@ -74,17 +74,8 @@ def trial_gpus(settings: SearchSettings) -> float:
 
 
 def _check_run_dir(run_dir: Path) -> None:
-    """The run folder exists or can be made: a folder is made and removed in its nearest existing parent
-    (permission bits say nothing to root, and nothing about a read-only or pseudo file system)."""
-    parent = run_dir.absolute()
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        raise ValueError(f"runs-dir: cannot make the run folder {run_dir}: {parent} is a file")
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=".nas-probe-", dir=parent))
-    except OSError as err:
-        raise ValueError(f"runs-dir: cannot make the run folder {run_dir} ({err.strerror})") from None
+    """The run folder exists or can be made: a folder is made and removed beside where it goes."""
+    os.rmdir(scratch_folder(run_dir, "runs-dir"))
 
 
 def _check_ray(settings: SearchSettings) -> None:
