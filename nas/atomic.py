@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["replaced", "scratch_folder"]
+__all__ = ["nearest_existing", "replaced", "scratch_folder"]
 
 
 @contextmanager
@@ -27,14 +27,20 @@ def replaced(path: str | Path) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
+def nearest_existing(path: str | Path) -> Path:
+    """``path`` made absolute, or its nearest ancestor that exists (where ``path`` would be made)."""
+    path = Path(path).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
 def scratch_folder(path: str | Path, setting: str) -> Path:
     """A new hidden folder in the nearest existing folder of ``path`` (so on the file system ``path`` will be
     on: what is made there can be renamed to ``path``); ValueError in one sentence naming ``setting`` if no
     folder can be made there. The caller removes it."""
     path = Path(path)
-    parent = path.absolute()
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
+    parent = nearest_existing(path)
     if not parent.is_dir():
         raise ValueError(f"{setting}: cannot create the folder {path}: {parent} is a file")
     try:

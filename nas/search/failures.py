@@ -29,6 +29,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from nas.atomic import nearest_existing
+
 __all__ = [
     "TrialTimeout",
     "WriteFailed",
@@ -64,9 +66,7 @@ _SQLITE_CANNOT_WRITE = {  # sqlite3's messages for the same causes, as SQLAlchem
 
 def disk_state(path: str | Path) -> str | None:
     """Why nothing can be written under ``path``, if its file system says so: read-only, or (almost) full."""
-    path = Path(path).absolute()
-    while not path.exists() and path != path.parent:
-        path = path.parent
+    path = nearest_existing(path)
     try:
         stat = os.statvfs(path)
     except OSError:
