@@ -24,7 +24,9 @@ def _ray_children() -> list[str]:
             command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        started_by_init = "ray" in command and " ray start " not in command  # not a fixture's cluster
+        argv = command.split()
+        cli_start = any(a.endswith("ray") and b == "start" for a, b in zip(argv, argv[1:]))  # a fixture's cluster
+        started_by_init = "ray" in command and not cli_start
         if int(fields[1]) == os.getpid() and fields[0] != "Z" and started_by_init:
             out.append(command[:80])
     return out
