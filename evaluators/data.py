@@ -25,12 +25,15 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset
+
+from nas.option_names import option
 
 __all__ = [
     "DATASETS",
@@ -270,16 +273,32 @@ def _fashion_mnist(
     looked.append(SYSTEM_FASHION_MNIST)
     if _has_files(SYSTEM_FASHION_MNIST, _FASHION_FILES, ".gz"):
         return _read_fashion(_unpack_fashion(SYSTEM_FASHION_MNIST), str(SYSTEM_FASHION_MNIST))
+    cached = cache_dir() / "FashionMNIST" / "raw"  # an earlier download, or a copy unpacked before
+    looked.append(cached)
+    if _has_files(cached, _FASHION_FILES, ""):
+        return _read_fashion(cached.parent, str(cached))
     if download:
         root = _candidate_roots(data_dir)[0] if _candidate_roots(data_dir) else cache_dir()
-        FashionMNIST(str(root), train=True, download=True)
+        with _downloading("Fashion-MNIST", root):
+            FashionMNIST(str(root), train=True, download=True)
         return _read_fashion(root / "FashionMNIST", f"{root} (downloaded)")
     raise _missing(
         "Fashion-MNIST",
         looked,
-        "run `apt-get install dataset-fashion-mnist`, set NAS_DATA or pass --data-dir to a folder holding "
-        "its *-ubyte.gz files, or allow download",
+        "run `apt-get install dataset-fashion-mnist`, set NAS_DATA or pass "
+        f"{option('data_dir', 'PATH')} to a folder holding its *-ubyte.gz files, or allow torchvision's "
+        f"download with {option('download')}",
     )
+
+
+@contextmanager
+def _downloading(name: str, root: Path) -> Iterator[None]:
+    """torchvision's download, whose failure (no network, a refused host, a full disk) is one sentence."""
+    try:
+        yield
+    except (OSError, RuntimeError) as err:  # URLError and HTTPError are OSErrors
+        reason = " ".join(str(getattr(err, "reason", None) or err).split()) or type(err).__name__
+        raise ValueError(f"{name}: the download into {root} failed ({reason})") from None
 
 
 def _has_files(folder: Path, names: Sequence[str], suffix: str) -> bool:
@@ -327,11 +346,14 @@ def _cifar(
             return _read_cifar(cls(str(root), train=True, download=False), str(root / folder))
     if download:
         root = roots[0]
-        return _read_cifar(cls(str(root), train=True, download=True), f"{root / folder} (downloaded)")
+        with _downloading(kind.upper(), root):
+            ds = cls(str(root), train=True, download=True)
+        return _read_cifar(ds, f"{root / folder} (downloaded)")
     raise _missing(
         kind.upper(),
         [r / folder for r in roots],
-        "set NAS_DATA or pass --data-dir to a torchvision CIFAR root, or allow download",
+        f"set NAS_DATA or pass {option('data_dir', 'PATH')} to a torchvision CIFAR root, or allow "
+        f"torchvision's download with {option('download')}",
     )
 
 

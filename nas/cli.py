@@ -31,6 +31,7 @@ from nas.bounds import (
     MAX_WIDTH,
     whole,
 )
+from nas.option_names import flags
 
 USER_ERROR = 2
 console = Console()
@@ -49,7 +50,8 @@ class _Commands(TyperGroup):
 
     def invoke(self, ctx: typer.Context) -> object:
         try:
-            return super().invoke(ctx)
+            with flags():  # messages name options as this command's flags (--resume), not as keywords
+                return super().invoke(ctx)
         except typer.BadParameter as err:
             name = err.param.name.replace("_", "-") if err.param is not None and err.param.name else "value"
             text = err.message.strip().rstrip(".")  # empty for a missing argument: its own message says it
@@ -352,51 +354,56 @@ def cost(
 @app.command()
 def search(
     space: Annotated[
-        str | None, typer.Option(help="Search space (see `nas spaces`). [default: coatnet]")
+        str | None, typer.Option(help="Search space (see `nas spaces`). \\[default: coatnet]")
     ] = None,
     budget: Annotated[
         str | None,
-        typer.Option(help="e.g. 8gpu-days, 12gpu-hours, 6cpu-hours, 45min, 2h, 200trials. [default: 5min]"),
+        typer.Option(help="e.g. 8gpu-days, 12gpu-hours, 6cpu-hours, 45min, 2h, 200trials. \\[default: 5min]"),
     ] = None,
     evaluator: Annotated[
-        str | None, typer.Option(help="complexity | proxy | oneshot. [default: proxy]")
+        str | None, typer.Option(help="complexity | proxy | oneshot. \\[default: proxy]")
     ] = None,
     dataset: Annotated[
         str | None,
-        typer.Option(help="fashion-mnist | cifar10 | cifar100 | imagefolder:PATH. [default: fashion-mnist]"),
+        typer.Option(
+            help="fashion-mnist | cifar10 | cifar100 | imagefolder:PATH. \\[default: fashion-mnist]"
+        ),
     ] = None,
     data_dir: Annotated[
         str | None, typer.Option(help="Where the dataset lives (else $NAS_DATA, system copies).")
     ] = None,
     profile: Annotated[
-        str | None, typer.Option(help="Proxy profile of the space: cpu | gpu | full. [default: cpu]")
+        str | None, typer.Option(help="Proxy profile of the space: cpu | gpu | full. \\[default: cpu]")
     ] = None,
     objectives: Annotated[
         str | None,
         typer.Option(
-            help="Comma-separated metric[:max|min]. [default: top1:max,macs:min; complexity: macs,params]"
+            help="Comma-separated metric[:max|min]. \\[default: top1:max,macs:min; complexity: macs,params]"
         ),
     ] = None,
     sampler: Annotated[
         str | None,
-        typer.Option(help="tpe | nsga2 | gp | random. [default: tpe]"),
+        typer.Option(help="tpe | nsga2 | gp | random. \\[default: tpe]"),
     ] = None,
     study: Annotated[
         str | None,
-        typer.Option(help="Study name; outputs go to runs/<study>/. [default: <space>-<evaluator>]"),
+        typer.Option(help="Study name; outputs go to runs/<study>/. \\[default: <space>-<evaluator>]"),
     ] = None,
     storage: Annotated[
         str | None,
-        typer.Option(help="Optuna storage: an RDB URL or journal:PATH. [default: runs/<study>/study.db]"),
+        typer.Option(help="Optuna storage: an RDB URL or journal:PATH. \\[default: runs/<study>/study.db]"),
     ] = None,
-    backend: Annotated[str | None, typer.Option(help="optuna | ray. [default: optuna]")] = None,
+    backend: Annotated[str | None, typer.Option(help="optuna | ray. \\[default: optuna]")] = None,
     seed: Annotated[
-        int | None, typer.Option(help="Seed of the sampler, data split and training. [default: 0]")
+        int | None, typer.Option(help="Seed of the sampler, data split and training. \\[default: 0]")
     ] = None,
     workers: Annotated[
-        int | None, typer.Option(help="Optuna worker processes on this machine. [default: 1]")
+        int | None, typer.Option(help="Optuna worker processes on this machine. \\[default: 1]")
     ] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an existing study.")] = False,
+    download: Annotated[
+        bool, typer.Option("--download", help="Download the dataset with torchvision if no copy is found.")
+    ] = False,
     repair: Annotated[
         bool,
         typer.Option(
@@ -407,21 +414,21 @@ def search(
         bool, typer.Option("--no-baselines", help="Do not enqueue the space's baselines first.")
     ] = False,
     runs_dir: Annotated[
-        str | None, typer.Option(help="Folder of the run directories. [default: runs]")
+        str | None, typer.Option(help="Folder of the run directories. \\[default: runs]")
     ] = None,
     address: Annotated[
         str | None, typer.Option(help="Ray cluster to join: auto or ray://host:port (--backend ray).")
     ] = None,
     gpus_per_trial: Annotated[
-        float | None, typer.Option(help="GPUs each trial holds (Ray). [default: 1 with CUDA, else 0]")
+        float | None, typer.Option(help="GPUs each trial holds (Ray). \\[default: 1 with CUDA, else 0]")
     ] = None,
     cpus_per_trial: Annotated[
-        float | None, typer.Option(help="CPUs each trial holds (Ray). [default: 1]")
+        float | None, typer.Option(help="CPUs each trial holds (Ray). \\[default: 1]")
     ] = None,
-    concurrency: Annotated[int | None, typer.Option(help="Trials at once (Ray). [default: 1]")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Trials at once (Ray). \\[default: 1]")] = None,
     trial_timeout: Annotated[float | None, typer.Option(help="Seconds after which a trial fails.")] = None,
     macs_img_size: Annotated[
-        int | None, typer.Option(help="Image size of the MACs/params objectives. [default: 224]")
+        int | None, typer.Option(help="Image size of the MACs/params objectives. \\[default: 224]")
     ] = None,
     max_macs: Annotated[
         str | None, typer.Option(help="Hard limit on MACs, e.g. 4.2G; samples over it are never trained.")
@@ -435,18 +442,20 @@ def search(
     ] = None,
     latency_device: Annotated[
         str | None,
-        typer.Option(help="cpu | cuda | cuda:N: where latency_ms is measured. [default: search's]"),
+        typer.Option(help="cpu | cuda | cuda:N: where latency_ms is measured. \\[default: search's]"),
     ] = None,
-    latency_batch: Annotated[int | None, typer.Option(help="Batch size of latency_ms. [default: 1]")] = None,
+    latency_batch: Annotated[
+        int | None, typer.Option(help="Batch size of latency_ms. \\[default: 1]")
+    ] = None,
     fidelity: Annotated[
         str | None,
-        typer.Option(help="single | ladder (1 in --eta trials trains on). [default: single]"),
+        typer.Option(help="single | ladder (1 in --eta trials trains on). \\[default: single]"),
     ] = None,
-    eta: Annotated[int | None, typer.Option(help="The ladder's reduction factor. [default: 3]")] = None,
-    rungs: Annotated[int | None, typer.Option(help="The ladder's rungs. [default: 3]")] = None,
+    eta: Annotated[int | None, typer.Option(help="The ladder's reduction factor. \\[default: 3]")] = None,
+    rungs: Annotated[int | None, typer.Option(help="The ladder's rungs. \\[default: 3]")] = None,
     min_fidelity: Annotated[
         int | None,
-        typer.Option(help="Images trained on at the bottom rung. [default: half the proxy's training]"),
+        typer.Option(help="Images trained on at the bottom rung. \\[default: half the proxy's training]"),
     ] = None,
     config: Annotated[
         Path | None, typer.Option(help="YAML/TOML file with the same keys; flags override it.")
@@ -475,6 +484,7 @@ def search(
             seed=seed,
             workers=workers,
             resume=True if resume else None,
+            download=True if download else None,
             repair=True if repair else None,
             baselines=False if no_baselines else None,
             runs_dir=runs_dir,
@@ -547,7 +557,7 @@ def export(
     study: Annotated[str, typer.Argument(help="Study name (under --runs-dir) or a run directory.")],
     trial: Annotated[list[int] | None, typer.Option(help="Trial number to export (repeatable).")] = None,
     pareto: Annotated[bool, typer.Option("--pareto", help="Export every trial on the Pareto front.")] = False,
-    out: Annotated[str | None, typer.Option(help="Output folder. [default: runs/<study>/export]")] = None,
+    out: Annotated[str | None, typer.Option(help="Output folder. \\[default: runs/<study>/export]")] = None,
     fmt: Annotated[
         str, typer.Option("--format", help="Standalone file: torchscript | export (torch.export) | none.")
     ] = "torchscript",
@@ -574,16 +584,19 @@ def train(
         "fashion-mnist"
     ),
     data_dir: Annotated[str | None, typer.Option(help="Where the dataset lives.")] = None,
+    download: Annotated[
+        bool, typer.Option("--download", help="Download the dataset with torchvision if no copy is found.")
+    ] = False,
     space: Annotated[str, typer.Option(help="Space whose profile scales the network.")] = "coatnet",
     profile: Annotated[
-        str | None, typer.Option(help="cpu | gpu | full. [default: full with CUDA, else cpu]")
+        str | None, typer.Option(help="cpu | gpu | full. \\[default: full with CUDA, else cpu]")
     ] = None,
     epochs: int = 10,
     batch_size: int = 64,
     train_samples: Annotated[int | None, typer.Option(help="Training images used (default: all).")] = None,
     lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = 1e-3,
     seed: int = 0,
-    out: Annotated[str | None, typer.Option(help="Run folder. [default: runs/train/<arch file>]")] = None,
+    out: Annotated[str | None, typer.Option(help="Run folder. \\[default: runs/train/<arch file>]")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out.")] = False,
 ) -> None:
     """Train one architecture with checkpoints every epoch; ends with model.pt (nas.create_model loads it)."""
@@ -604,7 +617,7 @@ def train(
         built = resolve_arch(arch)
         name = profile or ("full" if pick_device().type == "cuda" else "cpu")
         prof = get_space(space).profile(name)
-        data = load_dataset(dataset, img_size=prof.img_size, data_dir=data_dir, seed=seed)
+        data = load_dataset(dataset, img_size=prof.img_size, data_dir=data_dir, seed=seed, download=download)
         config = FullTrainConfig(
             epochs=epochs, batch_size=batch_size, train_samples=train_samples, lr=lr, seed=seed
         )

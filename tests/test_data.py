@@ -76,6 +76,18 @@ def test_missing_fashion_mnist_names_every_path(tmp_path: Path, monkeypatch: pyt
         assert str(tmp_path / path) in message
     assert "apt-get install dataset-fashion-mnist" in message and "NAS_DATA" in message
     assert message.count(". ") == 0 and message.endswith(".")  # one sentence
+    # the options it names are the caller's: keywords from Python, flags on the command line
+    assert "pass data_dir='PATH' to a folder" in message and "download with download=True" in message
+    from typer.testing import CliRunner
+
+    from nas.cli import app
+
+    args = ["search", "--runs-dir", str(tmp_path / "runs"), "--data-dir", str(tmp_path / "given")]
+    result = CliRunner().invoke(app, args)
+    said = " ".join(result.stderr.split())
+    assert result.exit_code == 2 and said.count("error:") == 1, said
+    assert "pass --data-dir to a folder" in said and "download with --download" in said
+    assert not (tmp_path / "runs").exists()
 
 
 def test_data_dir_comes_first_and_is_unpacked_to_the_cache(

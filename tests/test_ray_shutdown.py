@@ -3,6 +3,7 @@ process of it outlives the search in a long-lived Python process (a notebook, a 
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,9 @@ def _ray_children() -> list[str]:
         except OSError:
             continue
         argv = command.split()
-        cli_start = any(a.endswith("ray") and b == "start" for a, b in zip(argv, argv[1:]))  # a fixture's cluster
+        cli_start = any(
+            a.endswith("ray") and b == "start" for a, b in itertools.pairwise(argv)
+        )  # a fixture's cluster
         started_by_init = "ray" in command and not cli_start
         if int(fields[1]) == os.getpid() and fields[0] != "Z" and started_by_init:
             out.append(command[:80])

@@ -93,7 +93,7 @@ def test_resume_after_an_interruption_keeps_every_trial_and_the_numbering(
 ) -> None:
     first = run_search(_settings(tmp_path, budget="4trials"))
     assert len(first.trials) == 4
-    with pytest.raises(ValueError, match="--resume"):
+    with pytest.raises(ValueError, match=r"pass resume=True to continue it, or choose another study=.NAME."):
         run_search(_settings(tmp_path, budget="8trials"))
 
     real_run, calls = TrialRunner.evaluate, []

@@ -30,6 +30,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from nas.arch import Arch
+from nas.option_names import option
 from nas.search import stopping
 from nas.search.budget import BudgetTracker, Session, TrialCost, wall_seconds
 from nas.search.constraints import NothingFeasible, RejectionStreak, check_same_limits
@@ -66,7 +67,7 @@ def open_study(
         if settings.storage and not local.parent.is_dir():
             raise ValueError(f"storage: cannot open {where}: there is no folder {local.parent}")
         raise ValueError(
-            f"study {settings.study_name!r} does not exist in {where}; drop --resume to start it"
+            f"study {settings.study_name!r} does not exist in {where}; drop {option('resume')} to start it"
         )
     storage, url = open_storage(settings)
     names = optuna.study.get_all_study_names(storage)
@@ -76,10 +77,10 @@ def open_study(
         if study.trials:
             raise ValueError(
                 f"study {settings.study_name!r} already exists in {url} with {len(study.trials)} trials; "
-                "pass --resume to continue it, or choose another --study"
+                f"pass {option('resume')} to continue it, or choose another {option('study', 'NAME')}"
             )
     if not exists and (not create or settings.resume):
-        hint = "; drop --resume to start it" if create else ""
+        hint = f"; drop {option('resume')} to start it" if create else ""
         raise ValueError(f"study {settings.study_name!r} does not exist in {url}{hint}")
     study = optuna.create_study(
         study_name=settings.study_name,

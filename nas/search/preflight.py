@@ -51,7 +51,11 @@ def preflight(settings: SearchSettings) -> dict[str, Any] | None:
     space = get_space(settings.space)
     profile = space.profile(settings.profile)
     split = load_dataset(
-        settings.dataset, img_size=profile.img_size, data_dir=settings.data_dir, seed=settings.seed
+        settings.dataset,
+        img_size=profile.img_size,
+        data_dir=settings.data_dir,
+        seed=settings.seed,
+        download=settings.download,
     )
     settings.evaluator_spec.check(
         settings.evaluator_config_used(),

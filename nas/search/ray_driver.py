@@ -38,6 +38,7 @@ from typing import Any
 
 from ray.tune.search import Searcher, SearchGenerator
 
+from nas.option_names import option
 from nas.search.budget import BudgetTracker, Session, TrialCost, wall_seconds
 from nas.search.constraints import NothingFeasible, RejectionStreak
 from nas.search.fidelity import Ladder, RungResult, next_promotion
@@ -486,12 +487,13 @@ def run_ray(settings: SearchSettings, progress: SearchProgress | None = None) ->
     exp = experiment_dir(settings)
     if exp.exists() and not settings.resume and tune.Tuner.can_restore(str(exp)):
         raise ValueError(
-            f"study {settings.study_name!r} already has Ray results in {exp}; pass --resume to continue it, "
-            "or choose another --study"
+            f"study {settings.study_name!r} already has Ray results in {exp}; pass {option('resume')} to "
+            f"continue it, or choose another {option('study', 'NAME')}"
         )
     if settings.resume and not tune.Tuner.can_restore(str(exp)):
         raise ValueError(
-            f"study {settings.study_name!r} has no Ray results in {exp} to resume; drop --resume to start it"
+            f"study {settings.study_name!r} has no Ray results in {exp} to resume; drop "
+            f"{option('resume')} to start it"
         )
     started = _init_ray(settings)  # joined before the stale ledger goes: an unreachable cluster keeps it
     try:

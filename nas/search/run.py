@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 from rich.console import Console
 
+from nas.option_names import option
 from nas.search import stopping
 from nas.search.constraints import NothingFeasible
 from nas.search.failures import WriteFailed, write_failure
@@ -53,7 +54,7 @@ def run_search(settings: SearchSettings, console: Console | None = None) -> Sear
             raise
         raise WriteFailed(
             f"{cannot}; the trials the study committed are kept: free space or make the folder writable, "
-            "then continue with --resume"
+            f"then continue with {option('resume')}"
         ) from None
 
 
@@ -88,7 +89,9 @@ def _run_search(settings: SearchSettings, console: Console | None) -> SearchOutc
         interrupted = stopping.received() is not None
     except KeyboardInterrupt:
         interrupted = True
-        console.print("[yellow]interrupted[/]: the finished trials are kept; continue with --resume")
+        console.print(
+            f"[yellow]interrupted[/]: the finished trials are kept; continue with {option('resume')}"
+        )
     except NothingFeasible as stop:
         stopped = str(stop)
         console.print(f"[yellow]stopped[/]: {stopped}", highlight=False)

@@ -35,6 +35,7 @@ from nas.bounds import (
     shown,
     whole,
 )
+from nas.option_names import option
 from nas.search.budget import Budget
 from nas.search.objectives import KNOWN_DIRECTIONS, Objective, parse_objectives
 
@@ -86,6 +87,7 @@ class SearchSettings:
     workers: int = 1
     baselines: bool = True
     resume: bool = False
+    download: bool = False  # a dataset found nowhere on disk is downloaded by torchvision
     repair: bool = False  # with resume: a manifest.json that is not JSON is set aside and rebuilt
     runs_dir: str = "runs"
     macs_img_size: int | None = None  # MACs / params objectives at this size; None: the space's target (224)
@@ -133,7 +135,9 @@ class SearchSettings:
             evaluator.make_config(self.evaluator_config)
         check_study_name(self.study_name)
         if self.repair and not self.resume:
-            raise ValueError("repair: only with --resume (it rebuilds the manifest of an existing study)")
+            raise ValueError(
+                f"repair: only with {option('resume')} (it rebuilds the manifest of an existing study)"
+            )
         if self.macs_img_size is not None:
             smallest = space_min_img_size(self.space)
             if self.macs_img_size < smallest:
@@ -343,6 +347,7 @@ _FIELD_TYPES: dict[str, tuple[Any, ...]] = {
     "workers": (int,),
     "baselines": (bool,),
     "resume": (bool,),
+    "download": (bool,),
     "repair": (bool,),
     "runs_dir": (str,),
     "macs_img_size": (int, _OPTIONAL),

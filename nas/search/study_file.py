@@ -21,6 +21,8 @@ import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
+from nas.option_names import option
+
 __all__ = ["StudyFile", "StudyFileLost"]
 
 
@@ -80,12 +82,12 @@ class StudyFile:
         if target == self.path:
             raise StudyFileLost(
                 f"{self.path} was {what} while the search ran: the study, every finished trial included, "
-                "is restored to it; continue with --resume",
+                f"is restored to it; continue with {option('resume')}",
                 restored=True,
             )
         raise StudyFileLost(
             f"{self.path} was {what} while the search ran: the study, every finished trial included, is "
-            f"saved as {target}; move it to {self.path.name} and continue with --resume"
+            f"saved as {target}; move it to {self.path.name} and continue with {option('resume')}"
         )
 
     def _beside(self) -> Path:

@@ -232,6 +232,7 @@ class TrialRunner:
                 img_size=self.profile.img_size,
                 data_dir=self.settings.data_dir,
                 seed=self.settings.seed,
+                download=self.settings.download,
             )
         return self._data
 
