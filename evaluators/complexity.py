@@ -23,6 +23,19 @@ device (no weight initialization) and materialized as zeros: MACs and parameter 
 Part costs are memoized per process (:func:`clear_count_cache`), so a search pays for each distinct block
 once. :func:`count_traced` is the reference: the whole network built and traced in one piece; the two agree
 exactly, part by part (tested over the baselines and random architectures of every space).
+
+Two conventions (``convention=``, ``nas cost / baselines --convention``):
+
+- ``"fvcore"`` (the default, and every search's): the multiply-adds above, element-wise work free.
+- ``"paper"``: the same, plus the arithmetic the attention papers count on their attention maps, derived
+  from the operations and the MAC convention itself (a multiply-add is 1; a nonlinearity such as ``exp``,
+  ``max`` or GELU is free, as fvcore counts it), not fitted to their tables. Per entry of an attention map
+  (one query, one key, one head): **1** multiply-add forms the logit from its terms (CoAtNet: the scale and
+  the relative bias, ``s * qk + w``; SASA: the content plus the relative logit), and **1** normalizes it
+  (the softmax's sum and division); external attention's S x N maps get the same 2 (the softmax over
+  tokens, then the L1 over slots). And SASA's relative logits are counted as its Eq. 3 writes them, a
+  ``d``-dimensional dot product ``q^T r`` per entry (``B N k^2 C``), where the ``local`` kernel factorizes
+  them into row and column terms (``B N k C``). How close this comes to the papers' rows is in the README.
 """
 
 from __future__ import annotations
@@ -60,8 +73,10 @@ from nas.model import (
 from nas.ops import STEMS
 
 __all__ = [
+    "CONVENTIONS",
     "Complexity",
     "StageCost",
+    "check_convention",
     "clear_count_cache",
     "count",
     "count_traced",
@@ -150,13 +165,52 @@ _HANDLERS: dict[str, Callable | None] = {
     **dict.fromkeys(_ZERO_MAC_OPS),
 }
 
+# The "paper" convention (module docstring): multiply-adds per attention-map entry beyond the products
+_MAP_ENTRY_MACS = 2  # 1 forms the logit from its terms (scale and bias), 1 normalizes it (sum and divide)
+
+
+def _sdpa_paper_macs(inputs: list[Any], outputs: list[Any]) -> int:
+    q, k = get_shape(inputs[0]), get_shape(inputs[1])
+    return _sdpa_macs(inputs, outputs) + _MAP_ENTRY_MACS * math.prod(q[:-1]) * k[-2]
+
+
+def _local_attention_paper_macs(inputs: list[Any], outputs: list[Any]) -> int:
+    query = get_shape(inputs[0])  # (maps, H, W, d): every map's queries
+    kernel = get_shape(inputs[3])[0]
+    entries = math.prod(query[:-1]) * kernel * kernel
+    # logits and weighted sum as fvcore counts them, the relative logits as Eq. 3 writes them (d per entry)
+    return math.prod(query) * 3 * kernel * kernel + _MAP_ENTRY_MACS * entries
+
+
+def _softmax_paper_macs(inputs: list[Any], outputs: list[Any]) -> int:
+    # an explicit softmax is external attention's (S, N) map (and the attention stem's few value weights)
+    return _MAP_ENTRY_MACS * math.prod(get_shape(outputs[0]))
+
+
+CONVENTIONS: dict[str, dict[str, Callable | None]] = {
+    "fvcore": _HANDLERS,
+    "paper": {
+        **_HANDLERS,
+        "aten::scaled_dot_product_attention": _sdpa_paper_macs,
+        "nas::local_attention": _local_attention_paper_macs,
+        "aten::softmax": _softmax_paper_macs,
+    },
+}
+
+
+def check_convention(convention: str) -> str:
+    if convention not in CONVENTIONS:
+        raise ValueError(f"convention: unknown {convention!r}; allowed: {', '.join(CONVENTIONS)}")
+    return convention
+
 
 def flop_count_analysis(
-    model: nn.Module, inputs: torch.Tensor | tuple[torch.Tensor, ...]
+    model: nn.Module, inputs: torch.Tensor | tuple[torch.Tensor, ...], convention: str = "fvcore"
 ) -> FlopCountAnalysis:
-    """fvcore's analysis of ``model`` on ``inputs`` with this project's handlers, warnings off."""
+    """fvcore's analysis of ``model`` on ``inputs`` with this project's handlers (those of ``convention``),
+    warnings off."""
     analysis = FlopCountAnalysis(model, inputs)
-    analysis.set_op_handle(**_HANDLERS)
+    analysis.set_op_handle(**CONVENTIONS[check_convention(convention)])
     analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False).tracer_warnings("none")
     return analysis
 
@@ -191,36 +245,48 @@ class Complexity:
     macs: int
     img_size: int
     parts: tuple[StageCost, ...]
+    convention: str = "fvcore"  # how the MACs were counted (module docstring)
 
 
-def count(arch: Arch, img_size: int = 224, in_chans: int = 3, num_classes: int = 1000) -> Complexity:
-    """Params and MACs of ``arch`` built for ``num_classes`` and one ``in_chans`` x ``img_size``^2 image.
+def count(
+    arch: Arch, img_size: int = 224, in_chans: int = 3, num_classes: int = 1000, convention: str = "fvcore"
+) -> Complexity:
+    """Params and MACs of ``arch`` built for ``num_classes`` and one ``in_chans`` x ``img_size``^2 image,
+    counted in ``convention`` (``"fvcore"`` or ``"paper"``, see the module docstring).
 
     Each distinct part (stem, block, head) is traced once and multiplied (see the module docstring); the
     result equals :func:`count_traced`'s, the whole network traced in one piece."""
     check_task(num_classes, in_chans)
+    check_convention(convention)
     specs, feature_size = plan_blocks(arch, check_img_size(arch, img_size))
-    parts = [StageCost(f"stem {arch.stem.key}", *_stem_cost(arch.stem, in_chans, img_size))]
+    parts = [StageCost(f"stem {arch.stem.key}", *_stem_cost(arch.stem, in_chans, img_size, convention))]
     for i, stage in enumerate(arch.stages):
         # drop-path (the one thing that differs between a stage's repeated blocks, besides their index) is
         # off, as in build_model's default
         costs = [
-            _block_cost(replace(spec, stage=0, index=0, drop_path=0.0)) for spec in specs if spec.stage == i
+            _block_cost(replace(spec, stage=0, index=0, drop_path=0.0), convention)
+            for spec in specs
+            if spec.stage == i
         ]
         parts.append(StageCost(f"s{i + 1} {stage.key}", sum(p for p, _ in costs), sum(m for _, m in costs)))
     in_dim = arch.stages[-1].width if arch.stages else arch.stem.width
     parts.append(
-        StageCost(f"head {arch.head.kind}", *_head_cost(arch.head, in_dim, num_classes, feature_size))
+        StageCost(
+            f"head {arch.head.kind}", *_head_cost(arch.head, in_dim, num_classes, feature_size, convention)
+        )
     )
-    return Complexity(sum(p.params for p in parts), sum(p.macs for p in parts), img_size, tuple(parts))
+    params, macs = sum(p.params for p in parts), sum(p.macs for p in parts)
+    return Complexity(params, macs, img_size, tuple(parts), convention)
 
 
-def count_traced(arch: Arch, img_size: int = 224, in_chans: int = 3, num_classes: int = 1000) -> Complexity:
+def count_traced(
+    arch: Arch, img_size: int = 224, in_chans: int = 3, num_classes: int = 1000, convention: str = "fvcore"
+) -> Complexity:
     """:func:`count` the slow, obvious way, its reference: the whole network built (weights initialized)
     and traced by fvcore in one piece; the parts are fvcore's per-module totals."""
     model = build_model(arch, num_classes=num_classes, in_chans=in_chans, img_size=img_size).eval()
     with torch.no_grad():
-        analysis = flop_count_analysis(model, torch.zeros(1, in_chans, img_size, img_size))
+        analysis = flop_count_analysis(model, torch.zeros(1, in_chans, img_size, img_size), convention)
         total = int(analysis.total())
         uncounted = analysis.unsupported_ops()
         if uncounted:
@@ -233,7 +299,7 @@ def count_traced(arch: Arch, img_size: int = 224, in_chans: int = 3, num_classes
         )
     head_params = count_params(model) - sum(p.params for p in parts)
     parts.append(StageCost(f"head {arch.head.kind}", head_params, total - sum(p.macs for p in parts)))
-    return Complexity(count_params(model), total, img_size, tuple(parts))
+    return Complexity(count_params(model), total, img_size, tuple(parts), convention)
 
 
 class _HeadPart(nn.Module):
@@ -247,7 +313,9 @@ class _HeadPart(nn.Module):
     forward = NasNet.forward_head
 
 
-def _part_cost(build: Callable[[], nn.Module], input_shape: tuple[int, ...], what: str) -> tuple[int, int]:
+def _part_cost(
+    build: Callable[[], nn.Module], input_shape: tuple[int, ...], what: str, convention: str
+) -> tuple[int, int]:
     """(params, MACs) of the module ``build()`` makes, on one input of ``input_shape``."""
     with torch.device("meta"), SkipMetaInit():  # no initialization: only shapes matter
         module = build()
@@ -255,7 +323,7 @@ def _part_cost(build: Callable[[], nn.Module], input_shape: tuple[int, ...], wha
     with torch.no_grad():
         for tensor in itertools.chain(module.parameters(), module.buffers()):
             tensor.zero_()  # uninitialized memory may hold NaNs or denormals (slow); zeros are quick
-        analysis = flop_count_analysis(module, torch.zeros(input_shape))
+        analysis = flop_count_analysis(module, torch.zeros(input_shape), convention)
         macs = int(analysis.total())
         uncounted = analysis.unsupported_ops()
     if uncounted:
@@ -264,23 +332,29 @@ def _part_cost(build: Callable[[], nn.Module], input_shape: tuple[int, ...], wha
 
 
 @functools.lru_cache(maxsize=256)
-def _stem_cost(stem: Stem, in_chans: int, img_size: int) -> tuple[int, int]:
+def _stem_cost(stem: Stem, in_chans: int, img_size: int, convention: str) -> tuple[int, int]:
     return _part_cost(
         lambda: STEMS.get(stem.kind)(in_chans, stem.width, patch=stem.patch),
         (1, in_chans, img_size, img_size),
         f"stem {stem.key}",
+        convention,
     )
 
 
 @functools.lru_cache(maxsize=4096)
-def _block_cost(spec: BlockSpec) -> tuple[int, int]:
-    return _part_cost(spec.build, (1, spec.in_dim, *spec.mixer.feat_size), f"block {spec}")
+def _block_cost(spec: BlockSpec, convention: str) -> tuple[int, int]:
+    return _part_cost(spec.build, (1, spec.in_dim, *spec.mixer.feat_size), f"block {spec}", convention)
 
 
 @functools.lru_cache(maxsize=256)
-def _head_cost(head: Head, in_dim: int, num_classes: int, feature_size: tuple[int, int]) -> tuple[int, int]:
+def _head_cost(
+    head: Head, in_dim: int, num_classes: int, feature_size: tuple[int, int], convention: str
+) -> tuple[int, int]:
     return _part_cost(
-        lambda: _HeadPart(head, in_dim, num_classes), (1, in_dim, *feature_size), f"head {head.kind}"
+        lambda: _HeadPart(head, in_dim, num_classes),
+        (1, in_dim, *feature_size),
+        f"head {head.kind}",
+        convention,
     )
 
 

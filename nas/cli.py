@@ -226,6 +226,14 @@ def baselines(
     space: Annotated[str, typer.Option(help="Search space name (see `nas spaces`).")] = "coatnet",
     img_size: Annotated[int, typer.Option(help="Input side in pixels.")] = 224,
     fmt: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
+    convention: Annotated[
+        str,
+        typer.Option(
+            help="How MACs are counted: fvcore (multiply-adds only, as every search counts them) or paper "
+            "(plus the attention maps' element-wise work and SASA's relative logits as its Eq. 3 writes "
+            "them; see evaluators/complexity.py)."
+        ),
+    ] = "fvcore",
 ) -> None:
     """Params and MACs of every baseline of a space beside the paper's figures (in the paper's convention)."""
     import csv
@@ -235,12 +243,13 @@ def baselines(
     with _user_errors():
         _check_format(fmt, ("table", "json", "csv"))
         _check_task(img_size)
-        from evaluators.complexity import count
+        from evaluators.complexity import check_convention, count
         from search_spaces import get_space
 
+        check_convention(convention)
         rows = []
         for baseline in get_space(space).baselines().values():
-            cost = count(baseline.arch, img_size=img_size)
+            cost = count(baseline.arch, img_size=img_size, convention=convention)
             paper = baseline.paper
             paper_flops = paper.flops_at(img_size)
             paper_macs = None if paper_flops is None else paper_flops / paper.to_paper_convention(1)
@@ -252,6 +261,7 @@ def baselines(
                     "img_size": img_size,
                     "params": cost.params,
                     "macs": cost.macs,
+                    "convention": convention,
                     "paper_params": paper.params,
                     "paper_macs": paper_macs,
                     "paper_flops": paper_flops,
@@ -274,8 +284,10 @@ def baselines(
         return
     table = Table(
         title=f"{space} baselines at {img_size} px",
-        caption="MACs: one multiply-add = 1. Paper FLOPs in the paper's convention: MACs (CoAtNet) or "
-        "2xMACs (SASA's FLOPS); Δ compares MACs.",
+        caption=f"MACs counted as {convention} (one multiply-add = 1"
+        + ("; plus attention maps' element-wise work" if convention == "paper" else "")
+        + "). Paper FLOPs in the paper's convention: MACs (CoAtNet) or 2xMACs (SASA's FLOPS); "
+        "Δ compares MACs.",
     )
     table.add_column("baseline")
     for column in ("params", "paper", "Δ", "MACs", "paper FLOPs", "Δ "):
@@ -312,6 +324,14 @@ def cost(
     img_size: Annotated[int, typer.Option(help="Input side in pixels.")] = 224,
     num_classes: Annotated[int, typer.Option(help="Classifier outputs.")] = 1000,
     fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    convention: Annotated[
+        str,
+        typer.Option(
+            help="How MACs are counted: fvcore (multiply-adds only, as every search counts them) or paper "
+            "(plus the attention maps' element-wise work and SASA's relative logits as its Eq. 3 writes "
+            "them; see evaluators/complexity.py)."
+        ),
+    ] = "fvcore",
 ) -> None:
     """Params and MACs of an architecture, in total and per stage."""
     import json
@@ -321,10 +341,11 @@ def cost(
     with _user_errors():
         _check_format(fmt, ("table", "json"))
         _check_task(img_size, num_classes)
-        arch = Arch.load(arch_file)
-        from evaluators.complexity import count
+        from evaluators.complexity import check_convention, count
 
-        result = count(arch, img_size=img_size, num_classes=num_classes)
+        check_convention(convention)
+        arch = Arch.load(arch_file)
+        result = count(arch, img_size=img_size, num_classes=num_classes, convention=convention)
     if fmt == "json":
         parts = [{"part": p.name, "params": p.params, "macs": p.macs} for p in result.parts]
         console.print_json(
@@ -335,12 +356,13 @@ def cost(
                     "img_size": img_size,
                     "params": result.params,
                     "macs": result.macs,
+                    "convention": convention,
                     "parts": parts,
                 }
             )
         )
         return
-    table = Table(title=f"{arch.key} at {img_size} px")
+    table = Table(title=f"{arch.key} at {img_size} px, MACs counted as {convention}")
     for column in ("part", "params", "MACs", "share"):
         table.add_column(column, justify="left" if column == "part" else "right")
     for part in result.parts:

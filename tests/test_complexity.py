@@ -286,3 +286,74 @@ def test_random_samples_build_run_and_count_at_the_proxy_size(space: str) -> Non
 def test_latency_is_a_positive_median() -> None:
     arch = get_space("sasa").profile("cpu").apply(get_space("sasa").baselines()["ResNet-26 conv"].arch)
     assert 0 < latency_ms(build_model(arch), img_size=32, warmup=1, repeats=3) < 10_000
+
+
+# --- the papers' counting convention ---------------------------------------------------------------------
+
+
+def _extra_map_macs(name: str, k: int, memory: int) -> int:
+    """What ``convention="paper"`` adds to a mixer (evaluators/complexity.py): 2 multiply-adds per attention
+    map entry, and SASA's relative logits as a d-dimensional product per entry instead of row + column."""
+    if name == "rel":
+        return 2 * HEADS * N * N
+    if name == "ext":  # S x N maps per head, of which the 4x widening makes 4 x HEADS
+        return 2 * 4 * HEADS * memory * N
+    if name == "local":
+        return N * C_OUT * (k * k - k) + 2 * HEADS * N * k * k
+    return 0
+
+
+@pytest.mark.parametrize("name", ["conv", "rel", "ext", "local"])
+def test_the_paper_convention_adds_the_attention_maps_work(name: str) -> None:
+    k = 5
+    cfg = MixerCfg(
+        name,
+        heads=None if name == "conv" else HEADS,
+        k=k if name in ("conv", "local") else None,
+        memory=16 if name == "ext" else None,
+        feat_size=(H, W),
+    )
+    mixer = MIXERS.get(name)(C_IN, C_OUT, cfg, 1).eval()
+    x = torch.randn(1, C_IN, H, W)
+    with torch.no_grad():
+        fvcore, paper = (flop_count_analysis(mixer, x, c).total() for c in ("fvcore", "paper"))
+    assert paper - fvcore == _extra_map_macs(name, k, 16)
+
+
+def test_the_paper_convention_counts_parts_as_the_whole_network() -> None:
+    arch = get_space("sasa").baselines()["ResNet-26 full-attention"].arch  # attention stem and local blocks
+    assert count(arch, 64, convention="paper") == count_traced(arch, 64, convention="paper")
+    assert count(arch, 64, convention="paper").macs > count(arch, 64).macs
+
+
+def _paper_rows() -> list:
+    """Every row a paper prints; the larger CoAtNet sizes (about 60 s of counting) only under -m slow."""
+    return [
+        pytest.param(space, name, size, marks=[pytest.mark.slow] if size > 224 else [])
+        for space, name in BASELINES
+        for size in (224, 384, 512)
+        if get_space(space).baselines()[name].paper.flops_at(size) is not None
+    ]
+
+
+@pytest.mark.parametrize(("space", "name", "size"), _paper_rows(), ids=str)
+def test_the_paper_convention_against_the_papers_rows(space: str, name: str, size: int) -> None:
+    """Within 1.5% of every SASA row and every CoAtNet row at 224 px. CoAtNet at 384 and 512 px stays below
+    the paper (the README's table: -1.7% and -2.0% for CoAtNet-0 and -1 at 384, -2.4% for CoAtNet-2 at 512):
+    held here to 2.5%, so the rows that miss cannot drift further unseen."""
+    paper = get_space(space).baselines()[name].paper
+    macs = count(get_space(space).baselines()[name].arch, size, convention="paper").macs
+    tolerance = 0.025 if space == "coatnet" and size > 224 else 0.015
+    assert paper.to_paper_convention(macs) == pytest.approx(paper.flops_at(size), rel=tolerance)
+
+
+def test_an_unknown_convention_is_one_sentence() -> None:
+    from typer.testing import CliRunner
+
+    from nas.cli import app
+
+    result = CliRunner().invoke(app, ["cost", "examples/hybrid.json", "--convention", "tf"])
+    assert result.exit_code == 2
+    assert "convention: unknown 'tf'; allowed: fvcore, paper" in result.output
+    with pytest.raises(ValueError, match="convention"):
+        count(get_space("sasa").baselines()["ResNet-26 conv"].arch, convention="tf")
