@@ -3,12 +3,15 @@
 - ``export`` (the default): ``model.pt2``, a ``torch.export`` program (``torch.export.load(path).module()``);
 - ``onnx``: ``model.onnx`` for ONNX opset :data:`ONNX_OPSET` (``torch.onnx.export``, its dynamo exporter),
   for onnxruntime and other ONNX runtimes; needs the ``onnx`` extra (``pip install 'nas-hybrid[onnx]'``);
-- ``torchscript``: ``model.torchscript.pt`` (``torch.jit.trace``), for runtimes that still load TorchScript.
+- ``torchscript``: ``model.torchscript.pt`` (``torch.jit.trace``, deprecated by torch), for runtimes that
+  still load TorchScript.
 
-All three are traced at the image size the network was built for (``model.img_size``) with the batch size
-left free, from the standard ops only: while ``torch.export`` traces, the local-attention mixer computes its
-naive form (:func:`nas.ops.local_attention.dense_local_attention`) instead of this package's custom kernel,
-so neither file needs this package to run. ONNX files carry their opset, the architecture and the task
+All are traced at the image size the network was built for (``model.img_size``); ``model.pt2`` and
+``model.onnx`` leave the batch size free and hold standard ops only: while ``torch.export`` traces, the
+local-attention mixer computes its naive form (:func:`nas.ops.local_attention.dense_local_attention`)
+instead of this package's custom kernel, so neither needs this package to run. A TorchScript trace records
+that kernel (``nas::local_attention``) as it is: a network with local attention needs ``import nas`` to run
+from it. ONNX files carry their opset, the architecture and the task
 sizes in their metadata (:func:`onnx_metadata`). The input is a float32 ``(batch, in_chans, H, W)`` image
 batch normalised as in training (per-channel mean and std of the dataset); the output is the logits.
 """
