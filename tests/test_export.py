@@ -170,3 +170,14 @@ def test_create_model_refuses_contradicting_settings(tmp_path: Path) -> None:
     (tmp_path / "junk.pt").write_bytes(b"not a model")
     with pytest.raises(ValueError, match="cannot read"):
         create_model(tmp_path / "junk.pt")
+
+
+def test_onnx_without_its_packages_is_one_sentence(monkeypatch: pytest.MonkeyPatch) -> None:
+    from results import standalone
+
+    monkeypatch.setattr(standalone, "_ONNX_PACKAGES", ("onnx", "no_such_package_for_onnx"))
+    with pytest.raises(
+        ValueError, match=r"^format: onnx needs the package no_such_package_for_onnx; install"
+    ):
+        standalone.check_format("onnx")
+    standalone.check_format("export")  # the other formats need nothing more
