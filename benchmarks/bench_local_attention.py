@@ -2,7 +2,7 @@
 
 Both variants compute SASA attention (forward + backward) on the same q, k, v (B=8, 64 channels in 8 heads,
 56 x 56, k=7) and the same relative embeddings: ``LocalAttention.attend`` (the blocked kernel) and
-``tests/local_attention_reference.py`` (unfold every k x k window). Each variant runs in a fresh
+``dense_local_attention`` (unfold every k x k window). Each variant runs in a fresh
 subprocess, so neither sees the other's allocator state:
 
 - memory: after a small warm-up and after allocating and touching the inputs, the peak RSS is reset
@@ -17,7 +17,6 @@ writes ``benchmarks/results/local_attention.json``.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import platform
 import resource
@@ -34,7 +33,10 @@ sys.path.insert(0, str(ROOT))
 
 from peak_rss import reset_peak_rss, status_kib  # noqa: E402  (benchmarks/, the script's folder)
 
-from nas.ops.local_attention import LocalAttention  # noqa: E402  (needs the repository root on the path)
+from nas.ops.local_attention import (  # noqa: E402  (needs the repository root on the path)
+    LocalAttention,
+    dense_local_attention,
+)
 
 BATCH, CHANNELS, SIZE, KERNEL, HEADS = 8, 64, 56, 7, 8
 WARMUP, REPEATS = 2, 7
@@ -42,14 +44,6 @@ VARIANTS = ("reference", "local")
 RESULTS = ROOT / "benchmarks" / "results" / "local_attention.json"
 # Acceptance bars of the local mixer (README, Performance)
 MIN_SPEEDUP, MAX_MEMORY_RATIO = 3.0, 0.35
-
-
-def _reference():
-    path = ROOT / "tests" / "local_attention_reference.py"  # tests/ is not a package: load by path
-    spec = importlib.util.spec_from_file_location("local_attention_reference", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.local_attention_reference
 
 
 def _problem(batch: int, size: int) -> tuple[LocalAttention, tuple[torch.Tensor, ...], torch.Tensor]:
@@ -64,8 +58,7 @@ def _problem(batch: int, size: int) -> tuple[LocalAttention, tuple[torch.Tensor,
 def _attention(variant: str, mixer: LocalAttention):
     if variant == "local":
         return mixer.attend
-    reference = _reference()
-    return lambda q, k, v: reference(q, k, v, mixer.rel_row, mixer.rel_col, KERNEL)
+    return lambda q, k, v: dense_local_attention(q, k, v, mixer.rel_row, mixer.rel_col, KERNEL)
 
 
 def _step(attend, mixer: LocalAttention, qkv: tuple[torch.Tensor, ...], upstream: torch.Tensor) -> float:

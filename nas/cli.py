@@ -581,11 +581,17 @@ def export(
     pareto: Annotated[bool, typer.Option("--pareto", help="Export every trial on the Pareto front.")] = False,
     out: Annotated[str | None, typer.Option(help="Output folder. \\[default: runs/<study>/export]")] = None,
     fmt: Annotated[
-        str, typer.Option("--format", help="Standalone file: torchscript | export (torch.export) | none.")
-    ] = "torchscript",
+        str,
+        typer.Option(
+            "--format",
+            help="Standalone file: export (torch.export, model.pt2) | onnx (ONNX opset 20, model.onnx; "
+            "pip install 'nas-hybrid[onnx]') | torchscript | none.",
+        ),
+    ] = "export",
     runs_dir: Annotated[str, typer.Option(help="Folder of the run directories.")] = "runs",
 ) -> None:
-    """Write arch.json, the evaluated network (model.pt) and a standalone file for chosen trials."""
+    """Write arch.json, trial.json, the evaluated network (model.pt) and a standalone file for chosen
+    trials; prints every file written."""
     with _user_errors():
         if bool(trial) == pareto:
             raise ValueError("export: give either --trial N (one or more) or --pareto")
@@ -593,10 +599,11 @@ def export(
 
         run_dir = _run_dir(study, runs_dir)
         written = export_trials(run_dir, out or run_dir / "export", trials=trial or None, fmt=fmt)
-    for path in written:
-        has_model = (path / "model.pt").exists()
-        note = "arch.json, model.pt" if has_model else "arch.json only (the search kept no weights for it)"
-        console.print(f"{path}: {note}")
+    for folder in written:  # each folder holds exactly what this export wrote (built complete, then renamed)
+        for path in sorted(folder.iterdir()):
+            console.print(str(path), highlight=False, soft_wrap=True)
+        if not (folder / "model.pt").exists():
+            console.print(f"{folder}: no model files (the search kept no weights for it)", highlight=False)
 
 
 @app.command()

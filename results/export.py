@@ -9,8 +9,8 @@ complete beside ``<out>`` first and renamed into place only when all are, so a f
   those of its Pareto front): a model file of the network that was scored (the proxy-scaled network the
   proxy trained, or the one-shot supernet's extracted path), which ``nas.create_model("model.pt")`` and
   ``timm.create_model("nas_arch", ..., checkpoint_path="model.pt")`` reload;
-- ``model.torchscript.pt`` (``torch.jit.trace``) or ``model.pt2`` (``torch.export``) of that network, for
-  use without this package;
+- a standalone file of that network for use without this package (:mod:`results.standalone`):
+  ``model.pt2`` (``torch.export``, the default), ``model.onnx`` (ONNX opset 20) or ``model.torchscript.pt``;
 - ``trial.json``: the trial's row of the trials table (objectives, params, MACs, cost).
 
 :func:`prune_weights` deletes the kept weights of trials that a completed trial dominates: a dominated trial
@@ -34,9 +34,7 @@ from results.pareto import pareto_front
 from results.report import load_run
 from results.store import at_top_rung, top_rung
 
-__all__ = ["FORMATS", "export_trials", "front_numbers", "prune_weights"]
-
-FORMATS = ("torchscript", "export", "none")
+__all__ = ["export_trials", "front_numbers", "prune_weights"]
 
 
 def _points(frame: pd.DataFrame, names: Sequence[str]) -> dict[int, list[float]]:
@@ -85,11 +83,14 @@ def export_trials(
     out_dir: str | Path,
     *,
     trials: Sequence[int] | None = None,
-    fmt: str = "torchscript",
+    fmt: str = "export",
 ) -> list[Path]:
-    """Export the given trial numbers (None: the Pareto front) of the study in ``run_dir``."""
-    if fmt not in FORMATS:
-        raise ValueError(f"format: unknown {fmt!r}; allowed: {', '.join(FORMATS)}")
+    """Export the given trial numbers (None: the Pareto front) of the study in ``run_dir``; returns the
+    trials' folders, each holding exactly the files this export wrote into it. ``fmt`` is the standalone
+    file's format (:data:`results.standalone.FILES`, or ``none``)."""
+    from results.standalone import check_format
+
+    check_format(fmt)
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     frame, manifest = load_run(run_dir)
     settings = manifest["settings"]
@@ -151,24 +152,12 @@ def _export_one(run_dir: Path, target: Path, row: pd.Series, fmt: str) -> None:
         return  # the architecture only: weights were not kept (off the front, or no training)
     shutil.copyfile(source, target / "model.pt")
     if fmt != "none":
-        _compile(source, target, fmt)  # a file that cannot be read is named as the user knows it
+        from nas.create import create_model
+        from results.standalone import write_standalone
 
-
-def _compile(model_file: Path, target: Path, fmt: str) -> None:
-    import torch
-
-    from nas.create import create_model
-
-    model = create_model(model_file).eval()
-    height, width = model.img_size
-    example = torch.randn(1, model.in_chans, height, width)
-    if fmt == "torchscript":
-        with torch.no_grad():
-            traced = torch.jit.trace(model, example, check_trace=False)
-        traced.save(str(target / "model.torchscript.pt"))
-    else:
-        program = torch.export.export(model, (example,))
-        torch.export.save(program, str(target / "model.pt2"))
+        write_standalone(
+            create_model(source), target, fmt
+        )  # an unreadable file is named as the user knows it
 
 
 def _jsonable(value: Any) -> Any:

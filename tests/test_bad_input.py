@@ -840,8 +840,8 @@ CLI_CASES = [
         id="export-foreign-table",
     ),
     pytest.param(
-        ["export", STUDY, "--trial", "0", "--format", "onnx", "--runs-dir", "{runs}"],
-        "format: unknown 'onnx'",
+        ["export", STUDY, "--trial", "0", "--format", "tflite", "--runs-dir", "{runs}"],
+        "format: unknown 'tflite'",
         id="export-unknown-format",
     ),
     # an export that fails leaves no folder, and an earlier export as it was

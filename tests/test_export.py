@@ -1,9 +1,11 @@
 """Export of found architectures: the exported network is the one the search scored, and it reloads
-through nas.create_model, timm.create_model and TorchScript with the same outputs."""
+through nas.create_model, timm.create_model, torch.export, ONNX and TorchScript with the same outputs;
+``nas export`` prints every file it wrote."""
 
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -15,12 +17,14 @@ from typer.testing import CliRunner
 import nas.timm_models  # noqa: F401  (registers nas_arch with timm)
 from evaluators.complexity import count
 from evaluators.data import load_dataset, loaders
-from nas.arch import Arch
+from nas.arch import Arch, Stage, Stem
 from nas.cli import app
 from nas.create import create_model
+from nas.model import build_model
 from nas.search.run import run_search
 from nas.search.settings import SearchSettings
 from results.export import export_trials, front_numbers
+from results.standalone import FILES, write_standalone
 from search_spaces import get_space
 
 
@@ -65,6 +69,12 @@ def test_exported_model_is_the_scored_network(study: Path, tmp_path: Path) -> No
     profile = get_space("coatnet").profile("cpu")
     split = load_dataset("fashion-mnist", img_size=profile.img_size, seed=0)
     for folder in written:
+        assert sorted(p.name for p in folder.iterdir()) == [
+            "arch.json",
+            "model.pt",
+            "model.pt2",
+            "trial.json",
+        ]
         number = int(folder.name.removeprefix("trial_"))
         arch = Arch.from_json((folder / "arch.json").read_text())
         assert arch.key == table.loc[number, "arch"]
@@ -75,8 +85,8 @@ def test_exported_model_is_the_scored_network(study: Path, tmp_path: Path) -> No
 
         x = torch.randn(3, model.in_chans, *model.img_size)
         expected = model(x)
-        scripted = torch.jit.load(str(folder / "model.torchscript.pt")).eval()
-        torch.testing.assert_close(scripted(x), expected, atol=1e-5, rtol=1e-5)
+        program = torch.export.load(str(folder / "model.pt2")).module()
+        torch.testing.assert_close(program(x), expected, atol=1e-5, rtol=1e-5)
         via_timm = timm.create_model(
             "nas_arch",
             arch=model.arch,
@@ -86,6 +96,55 @@ def test_exported_model_is_the_scored_network(study: Path, tmp_path: Path) -> No
             checkpoint_path=str(folder / "model.pt"),
         ).eval()
         torch.testing.assert_close(via_timm(x), expected, atol=0, rtol=0)
+
+
+def test_export_cli_writes_onnx_and_prints_every_file(study: Path, tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (pip install '.[onnx]')")
+    from onnx_check import assert_onnx_agrees, validation_images
+
+    number = front_numbers(pd.read_csv(study / "trials.csv"), ["top1:max", "macs:min"])[0]  # has weights
+    args = ["export", str(study), "--trial", str(number), "--format", "onnx", "--out", str(tmp_path)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    folder = tmp_path / f"trial_{number}"
+    written = [folder / name for name in ("arch.json", "model.onnx", "model.pt", "trial.json")]
+    assert sorted(p for p in tmp_path.rglob("*") if p.is_file()) == written
+    assert result.output.splitlines() == [str(p) for p in written]
+    images = validation_images(get_space("coatnet").profile("cpu").img_size)
+    assert_onnx_agrees(create_model(folder / "model.pt"), folder / "model.onnx", images)
+
+
+# torch.jit.load itself warns that TorchScript is deprecated: the warning that matters is the writer's (none)
+@pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:FutureWarning")
+def test_standalone_files_hold_standard_ops_and_write_without_warnings(tmp_path: Path) -> None:
+    """The attention mixers (local attention's own kernel included) leave standard ops in a torch.export
+    program, so it runs without this package; writing any format warns nothing."""
+    arch = Arch(
+        Stem("conv", 16),
+        (
+            Stage("transformer", "local", 1, 32, k=3),
+            Stage("transformer", "rel", 1, 32, stride=1),
+            Stage("bottleneck", "ext", 1, 32),
+        ),
+    )
+    model = build_model(arch, num_classes=10, in_chans=1, img_size=16).eval()
+    x = torch.randn(5, 1, 16, 16)
+    expected = model(x)
+    for fmt in ("export", "torchscript"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            (path,) = write_standalone(model, tmp_path, fmt)
+        assert path.name == FILES[fmt] and not caught, [str(w.message) for w in caught]
+    program = torch.export.load(str(tmp_path / FILES["export"]))
+    namespaces = {
+        node.target.namespace
+        for node in program.graph.nodes
+        if isinstance(node.target, torch._ops.OpOverload)
+    }
+    assert namespaces == {"aten"}
+    torch.testing.assert_close(program.module()(x), expected, atol=1e-5, rtol=1e-5)  # the batch is free
+    scripted = torch.jit.load(str(tmp_path / FILES["torchscript"]))
+    torch.testing.assert_close(scripted(x[:2]), expected[:2], atol=1e-5, rtol=1e-5)
 
 
 def test_export_cli_needs_one_selection_and_refuses_unknown_trials(study: Path) -> None:
@@ -111,3 +170,14 @@ def test_create_model_refuses_contradicting_settings(tmp_path: Path) -> None:
     (tmp_path / "junk.pt").write_bytes(b"not a model")
     with pytest.raises(ValueError, match="cannot read"):
         create_model(tmp_path / "junk.pt")
+
+
+def test_onnx_without_its_packages_is_one_sentence(monkeypatch: pytest.MonkeyPatch) -> None:
+    from results import standalone
+
+    monkeypatch.setattr(standalone, "_ONNX_PACKAGES", ("onnx", "no_such_package_for_onnx"))
+    with pytest.raises(
+        ValueError, match=r"^format: onnx needs the package no_such_package_for_onnx; install"
+    ):
+        standalone.check_format("onnx")
+    standalone.check_format("export")  # the other formats need nothing more

@@ -1,14 +1,13 @@
-"""The ``local`` mixer (SASA, blocked kernel) against the naive unfold reference: values, gradients, masks."""
+"""The ``local`` mixer (SASA, blocked kernel) against its naive unfold form: values, gradients, masks."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 import torch.nn.functional as F
-from local_attention_reference import local_attention_reference
 
 from nas.ops import local_attention
-from nas.ops.local_attention import LocalAttention, _local_attention
+from nas.ops.local_attention import LocalAttention, _local_attention, dense_local_attention
 from nas.ops.registry import MIXERS, MixerCfg
 
 # (k, heads, head dim, (H, W)): odd sizes, sizes that are not whole query blocks, maps smaller than k
@@ -37,7 +36,7 @@ def _mixer(k: int, heads: int, head_dim: int, stride: int = 1, dtype=torch.float
 def _reference_forward(mixer: LocalAttention, x: torch.Tensor) -> torch.Tensor:
     b, _, h, w = x.shape
     q, k, v = mixer.qkv(x).view(b, 3, mixer.heads, mixer.head_dim, h, w).unbind(1)
-    out = local_attention_reference(q, k, v, mixer.rel_row, mixer.rel_col, mixer.k)
+    out = dense_local_attention(q, k, v, mixer.rel_row, mixer.rel_col, mixer.k)
     out = out.reshape(b, mixer.out_dim, h, w)
     return F.avg_pool2d(out, 2, 2, ceil_mode=True, count_include_pad=False) if mixer.stride == 2 else out
 
@@ -102,7 +101,7 @@ def test_keys_outside_the_image_get_no_weight() -> None:
     mixer = LocalAttention(4, heads=1, k=7)
     q = torch.full((2, 1, 4, 3, 5), 3.0)
     v = torch.ones_like(q)
-    for out in (mixer.attend(q, -q, v), local_attention_reference(q, -q, v, mixer.rel_row, mixer.rel_col, 7)):
+    for out in (mixer.attend(q, -q, v), dense_local_attention(q, -q, v, mixer.rel_row, mixer.rel_col, 7)):
         torch.testing.assert_close(out, v, atol=1e-6, rtol=0)
 
 

@@ -22,6 +22,11 @@ logit for halo row l, or a huge finite negative number where that key is masked,
 logit is exactly 0. Blocks are processed in cache-sized chunks, and the backward pass recomputes the
 probabilities from the saved log-sum-exp (as flash attention does): the attention matrix of the whole map is
 never stored.
+
+:func:`dense_local_attention` is the same attention written naively with ``F.unfold`` (every k x k window of
+keys and values held at once, k^2 times the activation memory): the tests' ground truth, and what the mixer
+computes while ``torch.export`` traces it (``nas export`` to ``.pt2`` or ONNX), so that an exported program
+holds standard ops only, which run without this package and which ONNX can express.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from torch import Tensor, nn
 from nas.ops._layers import pool2
 from nas.ops.registry import MIXERS, MixerCfg
 
-__all__ = ["LocalAttention"]
+__all__ = ["LocalAttention", "dense_local_attention"]
 
 # Logits are kept in base 2: on CPU, exp2 is many times faster than exp when most inputs underflow, as the
 # masked ones do.
@@ -293,6 +298,28 @@ def _backward(ctx, grad: Tensor, _grad_lse: Tensor | None) -> tuple[Tensor | Non
 _local_attention.register_autograd(_backward, setup_context=_setup_context)
 
 
+def dense_local_attention(
+    q: Tensor, k: Tensor, v: Tensor, rel_row: Tensor, rel_col: Tensor, kernel: int
+) -> Tensor:
+    """(B, heads, d, H, W) q, k, v and (kernel, d/2) relative tables -> (B, heads, d, H, W): Eq. 2 and 3 with
+    every window unfolded; neighbours outside the image are left out of the softmax."""
+    b, h, d, hh, ww = q.shape
+    pad, win = (kernel - 1) // 2, kernel * kernel
+
+    def windows(t: Tensor) -> Tensor:  # (B, h, d, H, W) -> (B, h, d, k*k, H*W), zero outside the image
+        return F.unfold(t.reshape(b, h * d, hh, ww), kernel, padding=pad).view(b, h, d, win, hh * ww)
+
+    # rel[:, r * kernel + c] = [rel_row[r], rel_col[c]], the order in which unfold lists window offsets
+    rel = torch.cat(
+        [rel_row[:, None].expand(-1, kernel, -1), rel_col[None].expand(kernel, -1, -1)], dim=-1
+    ).reshape(win, d)
+    keys = windows(k) + rel.t()[:, :, None]
+    logits = (q.reshape(b, h, d, 1, hh * ww) * keys).sum(2) * d**-0.5  # (B, h, k*k, H*W)
+    inside = F.unfold(q.new_ones(1, 1, hh, ww), kernel, padding=pad) > 0  # (1, k*k, H*W)
+    attn = logits.masked_fill(~inside, float("-inf")).softmax(dim=2)
+    return (attn[:, :, None] * windows(v)).sum(3).view(b, h, d, hh, ww)
+
+
 class LocalAttention(nn.Module):
     """SASA token mixer: (B, dim, H, W) -> (B, out_dim, ceil(H / stride), ceil(W / stride))."""
 
@@ -320,6 +347,8 @@ class LocalAttention(nn.Module):
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         """(B, heads, d, H, W) q, k, v -> (B, heads, d, H, W): Eq. 2 and 3 over each k x k window."""
+        if torch.compiler.is_exporting():  # standard ops only in an exported program (module docstring)
+            return dense_local_attention(q, k, v, self.rel_row, self.rel_col, self.k)
         b, heads, d, h, w = q.shape
         dtype = q.dtype  # the kernel runs in the dtype the (autocast) qkv projection produced
         q, k, v = (t.to(dtype).permute(0, 1, 3, 4, 2).reshape(b * heads, h, w, d) for t in (q, k, v))

@@ -10,25 +10,24 @@ BoTNet-style bottleneck) average-pools after attention.
 
 from __future__ import annotations
 
-import functools
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from timm.layers import trunc_normal_
 
-from nas.ops._layers import pool2
+from nas.ops._layers import pool2, tensor_cache
 from nas.ops.registry import MIXERS, MixerCfg
 
 __all__ = ["RelAttention", "relative_index"]
 
 
-@functools.lru_cache(maxsize=32)
+@tensor_cache(maxsize=32)
 def relative_index(height: int, width: int, device: torch.device | None = None) -> torch.Tensor:
     """(N, N) index into a flattened (2H-1, 2W-1) table for every query/key pair of an H x W map.
 
-    Cached per size and device, not held as a buffer: the module then owns only its learned state, so a
-    supernet can build it on the meta device and lend it sliced weights. Made outside inference mode even
+    Cached per size and device (not while torch traces, see :func:`~nas.ops._layers.tensor_cache`), not
+    held as a buffer: the module then owns only its learned state, so a supernet can build it on the meta
+    device and lend it sliced weights. Made outside inference mode even
     when first asked for inside it (a latency measurement): a cached inference tensor would break every
     later training step."""
     with torch.inference_mode(False):
@@ -40,7 +39,7 @@ def relative_index(height: int, width: int, device: torch.device | None = None) 
         return flat[:, None] - (flat - (height - 1) * row_stride - (width - 1))[None, :]
 
 
-@functools.lru_cache(maxsize=32)
+@tensor_cache(maxsize=32)
 def _head_relative_index(heads: int, height: int, width: int, device: torch.device | None) -> torch.Tensor:
     """:func:`relative_index` for every head at once, into the flattened (heads, 2H-1, 2W-1) table."""
     per_head = (2 * height - 1) * (2 * width - 1)
