@@ -14,7 +14,7 @@ $(PY):
 
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q $(TORCH_SPEC)
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,dashboard]'
 	touch $(STAMP)
 
 setup: $(STAMP)
