@@ -48,7 +48,8 @@ def test_report_has_the_front_every_baseline_and_the_hypervolume(searched: Path)
     front = pd.read_csv(searched / "pareto.csv")
     assert len(front) >= 1 and set(front["number"]) <= set(frame["number"])
     for number in front["number"]:
-        assert f"<td>{number}</td>" in page  # each front architecture is in the front table
+        assert f"<td><a href='#arch-{number}'>{number}</a></td>" in page  # in the front table, linked
+        assert f"id='arch-{number}'" in page  # to its drawing
     assert (searched / "pareto.png").stat().st_size > 10_000
     reference = manifest["report"]["reference_point"]
     assert set(reference) == {"macs", "params"}
