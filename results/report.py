@@ -842,6 +842,7 @@ def _write_png(analysis: dict[str, Any], path: Path) -> None:
     fig, axes = plt.subplots(1, len(axes_pairs), figsize=(5.5 * len(axes_pairs), 4.2), squeeze=False)
     base = frame["baseline"].fillna("").astype(str)
     done = [i for i, p in enumerate(points) if p is not None]
+    to_label = []
     for ax, (x, y) in zip(axes.flat, axes_pairs, strict=True):
         xs = pd.to_numeric(frame[x], errors="coerce")
         ys = pd.to_numeric(frame[y], errors="coerce")
@@ -873,15 +874,52 @@ def _write_png(analysis: dict[str, Any], path: Path) -> None:
         line = _objective_plane(analysis, x, y)
         label = "Pareto front" if line else f"Pareto front ({_front_of(analysis)})"
         ax.plot(xs[ordered], ys[ordered], "o-" if line else "o", color="#d62728", ms=4, label=label, zorder=3)
-        for i in marked:
-            ax.annotate(base[i], (xs[i], ys[i]), fontsize=7, xytext=(3, 3), textcoords="offset points")
-        if x in ("macs", "params"):
-            ax.set_xscale("log")
+        for name, axis in ((x, ax.xaxis), (y, ax.yaxis)):
+            if name in COST_AXES:
+                _log_axis(ax, axis, name)
         ax.set_xlabel(_label(x))
         ax.set_ylabel(_label(y))
         ax.grid(alpha=0.3)
+        to_label.append((ax, [(xs[i], ys[i]) for i in marked], [analysis["labels"][i] for i in marked],
+                         [(xs[i], ys[i]) for i in [*shown, *rejected] if i not in marked]))  # fmt: skip
     axes.flat[0].legend(fontsize=8)
     fig.tight_layout()
+    for ax, marked_points, texts, other_points in to_label:  # placed once the axes have their final size
+        _label_png(fig, ax, marked_points, texts, other_points)
     with replaced(path) as tmp:
         fig.savefig(tmp, dpi=110)
     plt.close(fig)
+
+
+def _log_axis(ax: Any, axis: Any, name: str) -> None:
+    """A matplotlib log axis with the plotly plots' round ticks (:func:`log_ticks`), labelled 25M, 4.2G."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    (ax.set_xscale if axis is ax.xaxis else ax.set_yscale)("log")
+    low, high = ax.get_xlim() if axis is ax.xaxis else ax.get_ylim()
+    if low > 0:
+        axis.set_major_locator(FixedLocator(log_ticks(low, high)))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: _short(name, value)))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _label_png(
+    fig: Any, ax: Any, points: list[tuple[float, float]], texts: list[str], others: list[tuple[float, float]]
+) -> None:
+    """The baselines' labels of one matplotlib plot, placed as in the HTML (:func:`place_labels`)."""
+    if not points:
+        return
+    top = fig.bbox.height  # matplotlib's display y grows up, place_labels' down
+
+    def pixels(data: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        return [(float(px), top - float(py)) for px, py in ax.transData.transform(data)]
+
+    box = ax.get_window_extent()
+    area = Box(box.x0, top - box.y1, box.x1, top - box.y0)
+    scale = 72 / fig.dpi  # pixels to points
+    offsets = place_labels(pixels(points), texts, area, pixels(others) if others else [])
+    for (x, y), text, (dx, dy) in zip(points, texts, offsets, strict=True):
+        ax.annotate(
+            text, (x, y), xytext=(dx * scale, -dy * scale), textcoords="offset points", fontsize=7,
+            ha="center", va="center", arrowprops={"arrowstyle": "-", "color": "#7a8794", "lw": 0.6},
+        )  # fmt: skip
