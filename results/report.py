@@ -4,11 +4,18 @@
 and ``manifest.json``) and writes, beside them:
 
 - ``report.html``: interactive plotly figures with plotly.js embedded (no network needed): the declared
-  objectives against MACs and against params with the Pareto front highlighted, the space's baselines
-  labelled and each point's arch key on hover; the hypervolume after each trial and against the budget
-  spent; the front as a table with each stage's choice; for each baseline, the found architectures that
-  dominate it and by how much; the failed trials with their reasons; the manifest;
+  objectives against MACs and against params (log axes with round ticks, 25M / 4.2G) with the Pareto front
+  highlighted, the space's baselines labelled and each point's arch key on hover; the hypervolume after each
+  trial (integer ticks) and against the budget spent; the front as a table with each stage's choice; which
+  choices matter for each objective (:mod:`results.importance`); a drawing of each front architecture
+  (:mod:`results.arch_drawing`), reached from the front table's trial numbers and by clicking a point of a
+  plot; for each baseline, the found architectures that dominate it and by how much; the failed trials with
+  their reasons; the manifest;
 - ``pareto.png`` (matplotlib) and ``pareto.csv`` (the front's rows of the trials table).
+
+Baseline labels are placed in pixels on plots of a fixed size (:func:`results.plot_layout.place_labels`),
+so that none overlaps another or a point, or leaves the plot; a network that is two of the space's baselines
+(the layout study's C-C-T-T is CoAtNet-0, run once) is labelled once with both names, ``CoAtNet-0 = C-C-T-T``.
 
 Under limits (``--max-macs``, ``--at-cost-of``, ...; the manifest's ``limits``) the front and the hypervolume
 are of the feasible trials only; each limit is drawn as a line on the plots whose axis it bounds; baselines
@@ -25,7 +32,10 @@ Hypervolume needs a reference point that stays fixed across the sessions of a st
 :func:`reference_point` fixes it at the first report: ``top1`` 0 %; every other objective twice the worst
 value among the space's baselines that the study ran (they run first unless ``--no-baselines``), or 1.1 x the
 worst value of any completed trial when it ran none. It is stored in the manifest
-(``report.reference_point``) and read back by every later report, whatever the trials found since.
+(``report.reference_point``) and read back by every later report, whatever the trials found since. The
+report shows the hypervolume normalized to [0, 1]: divided by the volume of the box from the reference point
+to the ideal point (:func:`ideal_point`: top-1 100 %, 0 for a minimized metric), so 1 would be the ideal
+reached; the raw volume (MACs x params, say 4.25e+11) says nothing to a reader.
 """
 
 from __future__ import annotations
