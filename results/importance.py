@@ -47,7 +47,7 @@ class ChoiceImportance:
 
 
 def choice_importance(
-    frame: pd.DataFrame, objectives: Sequence[Objective], space_name: str, rows: Sequence[int]
+    frame: pd.DataFrame, objectives: Sequence[Objective], space_name: str | None, rows: Sequence[int]
 ) -> ChoiceImportance:
     """The importances over the table's ``rows`` (indices of ``frame``) of the space named ``space_name``."""
     from search_spaces import get_space

@@ -505,10 +505,20 @@ def _label_baselines(
         py = (1 - (coordinate(row, y, "y") - y0) / (y1 - y0)) * height
         return px, py
 
-    ordered = sorted(marked, key=pixels)
+    def drawable(row: int) -> bool:
+        values = [pd.to_numeric(frame.loc[row, name], errors="coerce") for name in (x, y)]
+        return all(
+            math.isfinite(v) and (v > 0 or axes[axis]["type"] != "log")
+            for v, axis in zip(values, "xy", strict=True)
+        )
+
+    ordered = sorted(filter(drawable, marked), key=pixels)
     texts = [labels[i] for i in ordered]
     offsets = place_labels(
-        [pixels(i) for i in ordered], texts, Box(0, 0, width, height), [pixels(i) for i in unmarked]
+        [pixels(i) for i in ordered],
+        texts,
+        Box(0, 0, width, height),
+        [pixels(i) for i in unmarked if drawable(i)],
     )
     for row, text, (dx, dy) in zip(ordered, texts, offsets, strict=True):
         fig.add_annotation(
@@ -890,8 +900,10 @@ def _write_png(analysis: dict[str, Any], path: Path) -> None:
         ax.set_xlabel(_label(x))
         ax.set_ylabel(_label(y))
         ax.grid(alpha=0.3)
-        to_label.append((ax, [(xs[i], ys[i]) for i in marked], [analysis["labels"][i] for i in marked],
-                         [(xs[i], ys[i]) for i in [*shown, *rejected] if i not in marked]))  # fmt: skip
+        named = _plottable(frame, marked, x, y)
+        unnamed = _plottable(frame, [i for i in [*shown, *rejected] if i not in named], x, y)
+        to_label.append((ax, [(xs[i], ys[i]) for i in named], [analysis["labels"][i] for i in named],
+                         [(xs[i], ys[i]) for i in unnamed]))  # fmt: skip
     axes.flat[0].legend(fontsize=8)
     fig.tight_layout()
     for ax, marked_points, texts, other_points in to_label:  # placed once the axes have their final size

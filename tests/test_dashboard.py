@@ -20,8 +20,7 @@ from cheap_search import cheap_settings
 from processes import free_port, stop
 
 from nas.search.run import run_search
-
-pytestmark = pytest.mark.integration
+from nas.search.storage import open_storage
 
 
 def _dashboard() -> str:
@@ -48,6 +47,7 @@ def _get(url: str, deadline: float) -> dict:
             time.sleep(0.2)
 
 
+@pytest.mark.integration
 def test_dashboard_serves_the_study_with_readable_names(tmp_path: Path) -> None:
     dashboard = _dashboard()
     outcome = run_search(cheap_settings(tmp_path, space="coatnet", budget="3trials", study="dash"))
@@ -79,3 +79,17 @@ def test_dashboard_serves_the_study_with_readable_names(tmp_path: Path) -> None:
     assert attrs["fail_reason"] == ""
     sortable = {a["key"] for a in study["union_user_attrs"] if a["sortable"]}
     assert {"macs", "params"} <= sortable
+
+
+def test_a_study_from_before_metric_names_gets_them_at_its_resume(tmp_path: Path) -> None:
+    import optuna
+
+    settings = cheap_settings(tmp_path, budget="1trials", baselines=False)
+    run_search(settings)
+    storage = open_storage(settings)[0]
+    # as a study written before this version, or by Optuna < 3.2, has them
+    storage.set_study_system_attr(storage.get_study_id_from_name("t"), "study:metric_names", None)
+    assert optuna.load_study(study_name="t", storage=storage).metric_names is None
+    more = run_search(cheap_settings(tmp_path, budget="2trials", baselines=False, resume=True))
+    assert len(more.trials) == 2  # the parameters kept their names: the resumed sampler reads them
+    assert optuna.load_study(study_name="t", storage=storage).metric_names == ["macs", "params"]
