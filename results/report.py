@@ -579,7 +579,7 @@ def _hypervolume_figure(analysis: dict[str, Any]) -> Any:
         title_text="hypervolume (normalized)", range=[0, min(1.0, top * 1.1) or 1.0], row=1, col=1
     )
     fig.update_yaxes(range=[0, min(1.0, top * 1.1) or 1.0], row=1, col=2)
-    fig.update_layout(title=_hypervolume_title(analysis), height=400, showlegend=False, margin={"t": 90})
+    fig.update_layout(title=_hypervolume_title(analysis), height=420, showlegend=False, margin={"t": 110})
     return fig
 
 
