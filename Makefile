@@ -14,7 +14,7 @@ $(PY):
 
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q $(TORCH_SPEC)
-	$(PY) -m pip install -q -e '.[dev,onnx]'
+	$(PY) -m pip install -q -e '.[dev,onnx,dashboard]'
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -4,11 +4,18 @@
 and ``manifest.json``) and writes, beside them:
 
 - ``report.html``: interactive plotly figures with plotly.js embedded (no network needed): the declared
-  objectives against MACs and against params with the Pareto front highlighted, the space's baselines
-  labelled and each point's arch key on hover; the hypervolume after each trial and against the budget
-  spent; the front as a table with each stage's choice; for each baseline, the found architectures that
-  dominate it and by how much; the failed trials with their reasons; the manifest;
+  objectives against MACs and against params (log axes with round ticks, 25M / 4.2G) with the Pareto front
+  highlighted, the space's baselines labelled and each point's arch key on hover; the hypervolume after each
+  trial (integer ticks) and against the budget spent; the front as a table with each stage's choice; which
+  choices matter for each objective (:mod:`results.importance`); a drawing of each front architecture
+  (:mod:`results.arch_drawing`), reached from the front table's trial numbers and by clicking a point of a
+  plot; for each baseline, the found architectures that dominate it and by how much; the failed trials with
+  their reasons; the manifest;
 - ``pareto.png`` (matplotlib) and ``pareto.csv`` (the front's rows of the trials table).
+
+Baseline labels are placed in pixels on plots of a fixed size (:func:`results.plot_layout.place_labels`),
+so that none overlaps another or a point, or leaves the plot; a network that is two of the space's baselines
+(the layout study's C-C-T-T is CoAtNet-0, run once) is labelled once with both names, ``CoAtNet-0 = C-C-T-T``.
 
 Under limits (``--max-macs``, ``--at-cost-of``, ...; the manifest's ``limits``) the front and the hypervolume
 are of the feasible trials only; each limit is drawn as a line on the plots whose axis it bounds; baselines
@@ -25,7 +32,10 @@ Hypervolume needs a reference point that stays fixed across the sessions of a st
 :func:`reference_point` fixes it at the first report: ``top1`` 0 %; every other objective twice the worst
 value among the space's baselines that the study ran (they run first unless ``--no-baselines``), or 1.1 x the
 worst value of any completed trial when it ran none. It is stored in the manifest
-(``report.reference_point``) and read back by every later report, whatever the trials found since.
+(``report.reference_point``) and read back by every later report, whatever the trials found since. The
+report shows the hypervolume normalized to [0, 1]: divided by the volume of the box from the reference point
+to the ideal point (:func:`ideal_point`: top-1 100 %, 0 for a minimized metric), so 1 would be the ideal
+reached; the raw volume (MACs x params, say 4.25e+11) says nothing to a reader.
 """
 
 from __future__ import annotations
@@ -44,10 +54,13 @@ from nas.atomic import replaced
 from nas.search.credentials import redact_all
 from nas.search.manifest import read_manifest, update_manifest
 from nas.search.objectives import Objective, parse_objectives
+from results.arch_drawing import arch_svg
+from results.importance import FRONT, ChoiceImportance, choice_importance
 from results.pareto import dominates, hypervolume_history, pareto_front
+from results.plot_layout import Box, integer_step, log_ticks, place_labels
 from results.store import at_top_rung, top_rung
 
-__all__ = ["load_run", "reference_point", "write_report"]
+__all__ = ["baseline_labels", "ideal_point", "load_run", "reference_point", "write_report"]
 
 COST_AXES = ("macs", "params")  # the x axes of the scatter plots, when the table has them
 
@@ -129,6 +142,22 @@ def reference_point(
     return out
 
 
+def ideal_point(objectives: Sequence[Objective], frame: pd.DataFrame) -> dict[str, float]:
+    """The best value each objective can take, the far corner of the hypervolume's box: ``top1`` 100 %,
+    0 for a minimized metric (counts, times and losses are never negative); a maximized metric other
+    than top-1 (``--objectives macs:max``) has no such bound and takes the best completed value."""
+    out = {}
+    for o in objectives:
+        if o.direction == "minimize":
+            out[o.name] = 0.0
+        elif o.name == "top1":
+            out[o.name] = 100.0
+        else:
+            done = pd.to_numeric(frame.loc[frame["state"] == "COMPLETE", o.name], errors="coerce")
+            out[o.name] = float(done.max()) if done.notna().any() else 0.0
+    return out
+
+
 # --- analysis ----------------------------------------------------------------------------------------------
 
 
@@ -187,15 +216,21 @@ def analyse(frame: pd.DataFrame, manifest: dict[str, Any]) -> dict[str, Any]:
     within = [i for i in done if feasible[i] and on_top[i]]
     front = [within[i] for i in pareto_front([points[i] for i in within], directions)]
     reference = reference_point(objectives, manifest, frame)
+    ideal = ideal_point(objectives, frame)
     ref = [reference[o.name] for o in objectives]
-    history = hypervolume_history(
-        [p if ok and up else None for p, ok, up in zip(points, feasible, on_top, strict=True)],
-        directions,
-        ref,
-    )
+    box = math.prod(abs(ideal[o.name] - reference[o.name]) for o in objectives)
+    history = [
+        hv / box if box else 0.0
+        for hv in hypervolume_history(
+            [p if ok and up else None for p, ok, up in zip(points, feasible, on_top, strict=True)],
+            directions,
+            ref,
+        )
+    ]
     spent = pd.to_numeric(frame.get("charge"), errors="coerce").fillna(0.0).cumsum().tolist()
     baselines = []
     is_baseline = frame["baseline"].fillna("").astype(str) != ""
+    labels = baseline_labels(frame, manifest.get("space"))
     highest = _highest_rungs(frame, done)
     for i in done:
         if not is_baseline[i] or i not in highest:
@@ -211,7 +246,7 @@ def analyse(frame: pd.DataFrame, manifest: dict[str, Any]) -> dict[str, Any]:
         ]
         baselines.append(
             {
-                "baseline": frame.loc[i, "baseline"],
+                "baseline": labels[i],
                 "feasible": feasible[i],
                 "number": int(frame.loc[i, "number"]),
                 "values": dict(zip([o.name for o in objectives], points[i], strict=True)),
@@ -230,10 +265,32 @@ def analyse(frame: pd.DataFrame, manifest: dict[str, Any]) -> dict[str, Any]:
         "faded": [i for i in done if not on_top[i] and not (is_baseline[i] and i in highest)],
         "rungs": _rung_rows(frame, top),
         "reference": reference,
-        "hypervolume": history,
+        "ideal": ideal,
+        "hypervolume": history,  # normalized: the fraction of the box from the reference to the ideal
         "spent": spent,
         "baselines": baselines,
+        "labels": labels,
+        "importance": choice_importance(frame, objectives, manifest.get("space"), within),
     }
+
+
+def baseline_labels(frame: pd.DataFrame, space_name: str | None) -> list[str]:
+    """Each row's baseline label: its name, and where the space has two baselines of one network (the
+    layout study's C-C-T-T is CoAtNet-0: the search runs it once) both names, ``CoAtNet-0 = C-C-T-T``;
+    empty for a sampled architecture."""
+    from search_spaces import get_space
+
+    names: dict[str, list[str]] = {}
+    try:
+        for name, baseline in get_space(str(space_name)).baselines().items():
+            names.setdefault(baseline.arch.key, []).append(name)
+    except ValueError:  # a space this version does not know: its names as the table holds them
+        pass
+    out = []
+    for name, key in zip(frame["baseline"].fillna("").astype(str), frame["arch"].astype(str), strict=True):
+        same = names.get(key, [])
+        out.append(" = ".join([name, *(n for n in same if n != name)]) if name and name in same else name)
+    return out
 
 
 def _highest_rungs(frame: pd.DataFrame, done: list[int]) -> set[int]:
@@ -305,12 +362,17 @@ def _label(name: str) -> str:
     )
 
 
+_WIDTH, _HEIGHT = 1080, 540  # the scatter plots' size in pixels: fixed, so labels are placed in pixels
+_MARGIN = {"l": 70, "r": 30, "t": 96, "b": 56}  # the title and the legend sit above the plot
+
+
 def _scatter_figure(analysis: dict[str, Any], x: str, y: str) -> Any:
     import plotly.graph_objects as go
 
     frame, points, front = analysis["frame"], analysis["points"], set(analysis["front"])
     done = [i for i, p in enumerate(points) if p is not None]
     base = frame["baseline"].fillna("").astype(str)
+    labels = analysis["labels"]
     fig = go.Figure()
 
     def trace(rows: list[int], name: str, **style: Any) -> None:
@@ -320,7 +382,7 @@ def _scatter_figure(analysis: dict[str, Any], x: str, y: str) -> Any:
                 x=pd.to_numeric(sub[x], errors="coerce"),
                 y=pd.to_numeric(sub[y], errors="coerce"),
                 name=name,
-                customdata=list(zip(sub["number"], sub["arch"], base[rows], strict=True)),
+                customdata=list(zip(sub["number"], sub["arch"], [labels[i] for i in rows], strict=True)),
                 hovertemplate="trial %{customdata[0]} %{customdata[2]}<br>%{customdata[1]}<br>"
                 + f"{x} %{{x:.4g}}<br>{y} %{{y:.4g}}<extra></extra>",
                 **style,
@@ -337,16 +399,15 @@ def _scatter_figure(analysis: dict[str, Any], x: str, y: str) -> Any:
     if rejected:
         trace(rejected, "rejected (over a limit)", mode="markers", marker={"symbol": "x", "color": "#e3b5b5"})
     feasible = analysis["feasible"]
+    marked: list[int] = []
     for over in (False, True):
         baselines = [i for i in done if base[i] and feasible[i] != over and i not in faded]
+        marked += baselines
         if baselines:
             trace(
                 baselines,
                 "baselines over the limits" if over else "baselines",
-                mode="markers+text",
-                text=[f"{base[i]} (over the limit)" if over else base[i] for i in baselines],
-                textposition="top center",
-                textfont={"size": 10},
+                mode="markers",
                 marker={
                     "symbol": "star-open" if over else "star",
                     "size": 15,
@@ -372,15 +433,109 @@ def _scatter_figure(analysis: dict[str, Any], x: str, y: str) -> Any:
         mode="lines+markers" if line else "markers",
         marker={"color": "#d62728", "size": 8},
     )
-    log_x = x in ("macs", "params")
+    shown = sorted({*done, *rejected})
+    axes = {
+        a: _axis_layout(analysis, frame, shown, name, log=name in COST_AXES)
+        for a, name in (("x", x), ("y", y))
+    }
+    _label_baselines(fig, frame, marked, [i for i in shown if i not in marked], labels, axes, x, y)
     fig.update_layout(
-        title=f"{_label(y)} vs {_label(x)}",
-        xaxis={"title": _label(x), "type": "log" if log_x else "linear"},
-        yaxis={"title": _label(y)},
-        height=480,
-        margin={"l": 60, "r": 20, "t": 50, "b": 50},
+        title={"text": f"{_label(y)} vs {_label(x)}", "y": 0.98, "yanchor": "top"},
+        xaxis={"title": _label(x), **axes["x"]},
+        yaxis={"title": _label(y), **axes["y"]},
+        width=_WIDTH,
+        height=_HEIGHT,
+        margin={**_MARGIN, "autoexpand": False},
+        legend={"orientation": "h", "x": 0, "y": 1.02, "xanchor": "left", "yanchor": "bottom"},
     )
     return fig
+
+
+def _axis_layout(
+    analysis: dict[str, Any], frame: pd.DataFrame, rows: list[int], name: str, *, log: bool
+) -> dict[str, Any]:
+    """A plot axis over the values of ``rows`` (and the metric's limit), padded by 6 %; a log axis (costs)
+    gets round ticks labelled like 25M, 4.2G."""
+    values = [float(v) for v in pd.to_numeric(frame.loc[rows, name], errors="coerce") if math.isfinite(v)]
+    if name in analysis["limits"]:
+        values.append(analysis["limits"][name])
+    if log:
+        values = [v for v in values if v > 0]
+    if not values:
+        return {"type": "log" if log else "linear"}
+    low, high = min(values), max(values)
+    if log:
+        a, b = math.log10(low), math.log10(high)
+        pad = 0.06 * (b - a) or 0.05
+        ticks = log_ticks(10 ** (a - pad), 10 ** (b + pad))
+        return {
+            "type": "log",
+            "range": [a - pad, b + pad],
+            "tickvals": ticks,
+            "ticktext": [_short(name, t) for t in ticks],
+        }
+    pad = 0.06 * (high - low) or max(abs(high) * 0.05, 1.0)
+    return {"type": "linear", "range": [low - pad, high + pad]}
+
+
+def _label_baselines(
+    fig: Any,
+    frame: pd.DataFrame,
+    marked: list[int],
+    unmarked: list[int],
+    labels: list[str],
+    axes: dict[str, dict[str, Any]],
+    x: str,
+    y: str,
+) -> None:
+    """Write each baseline's label beside its star, placed in pixels (:func:`place_labels`) so that
+    none overlaps another, covers a point or leaves the plot; a leader line joins it to its star."""
+    if not marked or "range" not in axes["x"] or "range" not in axes["y"]:
+        return
+    width = _WIDTH - _MARGIN["l"] - _MARGIN["r"]
+    height = _HEIGHT - _MARGIN["t"] - _MARGIN["b"]
+
+    def coordinate(row: int, name: str, axis: str) -> float:
+        value = float(pd.to_numeric(frame.loc[row, name], errors="coerce"))
+        return math.log10(value) if axes[axis]["type"] == "log" else value  # plotly's own log coordinates
+
+    def pixels(row: int) -> tuple[float, float]:
+        (x0, x1), (y0, y1) = axes["x"]["range"], axes["y"]["range"]
+        px = (coordinate(row, x, "x") - x0) / (x1 - x0) * width
+        py = (1 - (coordinate(row, y, "y") - y0) / (y1 - y0)) * height
+        return px, py
+
+    def drawable(row: int) -> bool:
+        values = [pd.to_numeric(frame.loc[row, name], errors="coerce") for name in (x, y)]
+        return all(
+            math.isfinite(v) and (v > 0 or axes[axis]["type"] != "log")
+            for v, axis in zip(values, "xy", strict=True)
+        )
+
+    ordered = sorted(filter(drawable, marked), key=pixels)
+    texts = [labels[i] for i in ordered]
+    offsets = place_labels(
+        [pixels(i) for i in ordered],
+        texts,
+        Box(0, 0, width, height),
+        [pixels(i) for i in unmarked if drawable(i)],
+    )
+    for row, text, (dx, dy) in zip(ordered, texts, offsets, strict=True):
+        fig.add_annotation(
+            x=coordinate(row, x, "x"),
+            y=coordinate(row, y, "y"),
+            text=html.escape(text),
+            ax=dx,
+            ay=dy,
+            showarrow=True,
+            arrowhead=0,
+            arrowwidth=0.8,
+            arrowcolor="#7a8794",
+            standoff=7,
+            font={"size": 10},
+            bgcolor="rgba(255,255,255,0.85)",
+            name=f"baseline label {row}",
+        )
 
 
 def _plottable(frame: pd.DataFrame, rows: Any, x: str, y: str) -> list[int]:
@@ -416,12 +571,29 @@ def _hypervolume_figure(analysis: dict[str, Any]) -> Any:
     )
     hours = [s / 3600 for s in analysis["spent"]]
     fig.add_trace(go.Scatter(x=hours, y=analysis["hypervolume"], mode="lines", name="per device-hour"), 1, 2)
-    fig.update_xaxes(title_text="trial number", row=1, col=1)
+    step = integer_step(max(numbers, default=0) - min(numbers, default=0) + 1)
+    fig.update_xaxes(title_text="trial number", tickmode="linear", tick0=0, dtick=step, row=1, col=1)
     fig.update_xaxes(title_text="device-hours spent", row=1, col=2)
-    fig.update_yaxes(title_text="hypervolume", row=1, col=1)
-    ref = ", ".join(f"{k} {v:.4g}" for k, v in analysis["reference"].items())
-    fig.update_layout(title=f"Hypervolume (reference point: {ref})", height=380, showlegend=False)
+    top = max([*analysis["hypervolume"], 0.0])
+    fig.update_yaxes(
+        title_text="hypervolume (normalized)", range=[0, min(1.0, top * 1.1) or 1.0], row=1, col=1
+    )
+    fig.update_yaxes(range=[0, min(1.0, top * 1.1) or 1.0], row=1, col=2)
+    fig.update_layout(title=_hypervolume_title(analysis), height=420, showlegend=False, margin={"t": 110})
     return fig
+
+
+def _hypervolume_title(analysis: dict[str, Any]) -> str:
+    """What the normalized hypervolume is a fraction of, in the objectives' own units."""
+
+    def point(values: dict[str, float]) -> str:
+        return ", ".join(f"{k} {_short(k, v) if k in COST_AXES else f'{v:.4g}'}" for k, v in values.items())
+
+    return (
+        "Hypervolume, normalized: the fraction of the box from the fixed reference point "
+        f"({point(analysis['reference'])})<br>to the ideal point ({point(analysis['ideal'])}) that the front "
+        "dominates (0: nothing, 1: the ideal reached)"
+    )
 
 
 def _stage_columns(arch_json: str) -> dict[str, str]:
@@ -446,18 +618,83 @@ def front_table(analysis: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _html_table(frame: pd.DataFrame) -> str:
-    def cell(value: Any) -> str:
+def _html_table(frame: pd.DataFrame, links: dict[str, str] | None = None) -> str:
+    """``frame`` as an HTML table; a column named in ``links`` links each cell to ``#<prefix><value>``."""
+
+    def cell(column: str, value: Any) -> str:
         if isinstance(value, float):
-            return "" if math.isnan(value) else f"{value:.4g}"
-        return html.escape(str(value if value is not None else ""))
+            text = "" if math.isnan(value) else f"{value:.4g}"
+        else:
+            text = html.escape(str(value if value is not None else ""))
+        if links and column in links and text:
+            return f"<a href='#{links[column]}{text}'>{text}</a>"
+        return text
 
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
     body = "".join(
-        "<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>"
+        "<tr>" + "".join(f"<td>{cell(c, v)}</td>" for c, v in zip(frame.columns, row, strict=True)) + "</tr>"
         for row in frame.itertuples(index=False)
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _importance_html(importance: ChoiceImportance) -> str:
+    """The importances as a table: one row per choice (most important first), one column per objective
+    (and the front), each cell a share with a bar."""
+    if not importance.importances:
+        return f"<p>No importances: {html.escape(importance.reason)}.</p>"
+    targets = list(importance.importances)
+    head = "".join(
+        f"<th>{'reaching the front' if t == FRONT else html.escape(_label(t))}</th>" for t in targets
+    )
+    rows = []
+    for choice in importance.choices():
+        cells = []
+        for t in targets:
+            share = importance.importances[t].get(choice)
+            if share is None:  # a choice this objective's trials never took
+                cells.append("<td></td>")
+                continue
+            bar = f"background: linear-gradient(90deg, #c6dbef {100 * share:.1f}%, transparent 0)"
+            cells.append(f"<td class='share' style='{bar}'>{100 * share:.0f}%</td>")
+        rows.append(f"<tr><td>{html.escape(choice)}</td>{''.join(cells)}</tr>")
+    return (
+        f"<p>PED-ANOVA (Optuna) over {importance.trials} completed trials: how much each choice of the "
+        "space decides whether a trial is among the best for an objective (its share of the total; "
+        "conditional choices such as s1.k count where they exist).</p>"
+        f"<table id='importance'><thead><tr><th>choice</th>{head}</tr></thead><tbody>{''.join(rows)}"
+        "</tbody></table>"
+    )
+
+
+def _drawings_html(analysis: dict[str, Any]) -> str:
+    """A drawing of each front architecture, in trial order, each with the anchor the front links to."""
+    frame, names = analysis["frame"], [o.name for o in analysis["objectives"]]
+    cards = []
+    for i in sorted(analysis["front"], key=lambda i: int(frame.loc[i, "number"])):
+        number = int(frame.loc[i, "number"])
+        values = ", ".join(f"{_label(n)} {_short(n, v) if n in COST_AXES else f'{v:.4g}'}"
+                           for n, v in zip(names, analysis["points"][i], strict=True))  # fmt: skip
+        label = analysis["labels"][i]
+        title = f"trial {number}" + (f" ({label})" if label else "")
+        cards.append(
+            f"<div class='arch-card' id='arch-{number}'><h3>{html.escape(title)}</h3>"
+            f"<p>{html.escape(values)}<br><code>{html.escape(str(frame.loc[i, 'arch']))}</code></p>"
+            f"{arch_svg(Arch.from_json(frame.loc[i, 'arch_json']), title=title)}</div>"
+        )
+    return "".join(cards)
+
+
+# clicking a point of a plot shows its architecture's drawing (the front's members have one)
+_CLICK_TO_DRAWING = """<script>
+document.querySelectorAll('.plotly-graph-div').forEach(function (div) {
+  div.on('plotly_click', function (event) {
+    var data = event.points.length ? event.points[0].customdata : null;
+    var card = data ? document.getElementById('arch-' + data[0]) : null;
+    if (card) { location.hash = card.id; }
+  });
+});
+</script>"""
 
 
 def _baseline_table(analysis: dict[str, Any]) -> pd.DataFrame:
@@ -486,6 +723,11 @@ table { border-collapse: collapse; font-size: 13px; margin: 8px 0 24px; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; }
 th { background: #f0f0f0; }
 pre { background: #f7f7f7; padding: 12px; font-size: 12px; overflow-x: auto; }
+td.share { min-width: 90px; }
+.arch-card { margin: 8px 0 18px; }
+.arch-card:target { outline: 2px solid #d62728; outline-offset: 4px; }
+.arch-card h3 { margin: 0 0 2px; font-size: 15px; }
+.arch-card p { margin: 0 0 4px; font-size: 13px; }
 .summary td:first-child { font-weight: 600; }
 """
 
@@ -522,7 +764,10 @@ def write_report(run_dir: str | Path) -> Path:
             *_limit_rows(manifest, analysis["frame"]),
             *analysis["rungs"],
             ("front size", len(analysis["front"])),
-            ("final hypervolume", f"{analysis['hypervolume'][-1]:.6g}" if analysis["hypervolume"] else "-"),
+            (
+                "final hypervolume (normalized to [0, 1]; see Hypervolume)",
+                f"{analysis['hypervolume'][-1]:.4f}" if analysis["hypervolume"] else "-",
+            ),
         ],
         columns=["", "value"],
     )
@@ -536,7 +781,13 @@ def write_report(run_dir: str | Path) -> Path:
         "<h2>Hypervolume</h2>",
         plots[-1],
         "<h2>Architectures on the front</h2>",
-        _html_table(front) if len(front) else "<p>No completed trial yet.</p>",
+        _html_table(front, links={"number": "arch-"}) if len(front) else "<p>No completed trial yet.</p>",
+        "<h2>Which choices matter</h2>",
+        _importance_html(analysis["importance"]),
+        "<h2>Drawings of the front's architectures</h2>",
+        "<p>Stem, stages (block and mixer, depth, width, stride) and head; a box's height grows with its "
+        "width. Click a trial number above, or a point of a plot, to come here.</p>",
+        _drawings_html(analysis) or "<p>No completed trial yet.</p>",
         "<h2>Baselines and the architectures that dominate them</h2>",
         _html_table(_baseline_table(analysis)) if analysis["baselines"] else "<p>No baseline was run.</p>",
         "<h2>Failed trials</h2>",
@@ -544,6 +795,7 @@ def write_report(run_dir: str | Path) -> Path:
         "<h2>Manifest</h2>",
         # redacted again: a manifest written before passwords were hidden may still hold one
         f"<pre>{html.escape(json.dumps(redact_all(read_manifest(run_dir)), indent=1))}</pre>",
+        _CLICK_TO_DRAWING,
         "</body></html>",
     ]
     path = run_dir / "report.html"
@@ -610,6 +862,7 @@ def _write_png(analysis: dict[str, Any], path: Path) -> None:
     fig, axes = plt.subplots(1, len(axes_pairs), figsize=(5.5 * len(axes_pairs), 4.2), squeeze=False)
     base = frame["baseline"].fillna("").astype(str)
     done = [i for i, p in enumerate(points) if p is not None]
+    to_label = []
     for ax, (x, y) in zip(axes.flat, axes_pairs, strict=True):
         xs = pd.to_numeric(frame[x], errors="coerce")
         ys = pd.to_numeric(frame[y], errors="coerce")
@@ -641,15 +894,54 @@ def _write_png(analysis: dict[str, Any], path: Path) -> None:
         line = _objective_plane(analysis, x, y)
         label = "Pareto front" if line else f"Pareto front ({_front_of(analysis)})"
         ax.plot(xs[ordered], ys[ordered], "o-" if line else "o", color="#d62728", ms=4, label=label, zorder=3)
-        for i in marked:
-            ax.annotate(base[i], (xs[i], ys[i]), fontsize=7, xytext=(3, 3), textcoords="offset points")
-        if x in ("macs", "params"):
-            ax.set_xscale("log")
+        for name, axis in ((x, ax.xaxis), (y, ax.yaxis)):
+            if name in COST_AXES:
+                _log_axis(ax, axis, name)
         ax.set_xlabel(_label(x))
         ax.set_ylabel(_label(y))
         ax.grid(alpha=0.3)
+        named = _plottable(frame, marked, x, y)
+        unnamed = _plottable(frame, [i for i in [*shown, *rejected] if i not in named], x, y)
+        to_label.append((ax, [(xs[i], ys[i]) for i in named], [analysis["labels"][i] for i in named],
+                         [(xs[i], ys[i]) for i in unnamed]))  # fmt: skip
     axes.flat[0].legend(fontsize=8)
     fig.tight_layout()
+    for ax, marked_points, texts, other_points in to_label:  # placed once the axes have their final size
+        _label_png(fig, ax, marked_points, texts, other_points)
     with replaced(path) as tmp:
         fig.savefig(tmp, dpi=110)
     plt.close(fig)
+
+
+def _log_axis(ax: Any, axis: Any, name: str) -> None:
+    """A matplotlib log axis with the plotly plots' round ticks (:func:`log_ticks`), labelled 25M, 4.2G."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    (ax.set_xscale if axis is ax.xaxis else ax.set_yscale)("log")
+    low, high = ax.get_xlim() if axis is ax.xaxis else ax.get_ylim()
+    if low > 0:
+        axis.set_major_locator(FixedLocator(log_ticks(low, high)))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: _short(name, value)))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _label_png(
+    fig: Any, ax: Any, points: list[tuple[float, float]], texts: list[str], others: list[tuple[float, float]]
+) -> None:
+    """The baselines' labels of one matplotlib plot, placed as in the HTML (:func:`place_labels`)."""
+    if not points:
+        return
+    top = fig.bbox.height  # matplotlib's display y grows up, place_labels' down
+
+    def pixels(data: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        return [(float(px), top - float(py)) for px, py in ax.transData.transform(data)]
+
+    box = ax.get_window_extent()
+    area = Box(box.x0, top - box.y1, box.x1, top - box.y0)
+    scale = 72 / fig.dpi  # pixels to points
+    offsets = place_labels(pixels(points), texts, area, pixels(others) if others else [])
+    for (x, y), text, (dx, dy) in zip(points, texts, offsets, strict=True):
+        ax.annotate(
+            text, (x, y), xytext=(dx * scale, -dy * scale), textcoords="offset points", fontsize=7,
+            ha="center", va="center", arrowprops={"arrowstyle": "-", "color": "#7a8794", "lw": 0.6},
+        )  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -13,7 +14,8 @@ import pytest
 
 from nas.search.run import run_search
 from nas.search.settings import SearchSettings
-from results.report import load_run, write_report
+from results.report import analyse, load_run, write_report
+from results.store import frame_from_rows, save_trials, trial_row
 from search_spaces import get_space
 
 FRONT_RED = (0xD6, 0x27, 0x28)  # the front's colour in the plots
@@ -21,9 +23,10 @@ FRONT_RED = (0xD6, 0x27, 0x28)  # the front's colour in the plots
 
 @pytest.fixture(scope="module")
 def searched(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real complexity search of the sasa space: its 9 baselines first, then 3 sampled architectures."""
+    """A real complexity search of the coatnet space: its 10 baselines first (9 networks: C-C-T-T is
+    CoAtNet-0), then 3 sampled architectures."""
     settings = SearchSettings(
-        space="sasa",
+        space="coatnet",
         evaluator="complexity",
         objectives=("macs", "params"),
         budget="12trials",
@@ -42,13 +45,15 @@ def test_report_has_the_front_every_baseline_and_the_hypervolume(searched: Path)
     assert not re.search(r"<script[^>]*\bsrc=", page) and not re.search(r"<link[^>]*\bhref=\"?https?:", page)
     assert "Plotly.newPlot" in page and len(page) > 3_000_000
     assert "Pareto front" in page and "Hypervolume" in page and "over budget spent" in page
-    for name in get_space("sasa").baselines():
+    for name in get_space("coatnet").baselines():
         assert name in page
+    assert "CoAtNet-0 = C-C-T-T" in page  # one network, labelled once with both names
     frame, manifest = load_run(searched)
     front = pd.read_csv(searched / "pareto.csv")
     assert len(front) >= 1 and set(front["number"]) <= set(frame["number"])
     for number in front["number"]:
-        assert f"<td>{number}</td>" in page  # each front architecture is in the front table
+        assert f"<td><a href='#arch-{number}'>{number}</a></td>" in page  # in the front table, linked
+        assert f"id='arch-{number}'" in page  # to its drawing
     assert (searched / "pareto.png").stat().st_size > 10_000
     reference = manifest["report"]["reference_point"]
     assert set(reference) == {"macs", "params"}
@@ -64,17 +69,46 @@ def test_reference_point_stays_fixed_across_reports(searched: Path, tmp_path: Pa
     assert json.loads((run / "manifest.json").read_text())["report"]["reference_point"] == first
 
 
+def _hand_made_run(run: Path) -> Path:
+    """A run directory of two completed coatnet trials and a failed one, with a fixed reference point."""
+    space = get_space("coatnet")
+    rows = []
+    for number, (name, top1, macs) in enumerate([("CoAtNet-0", 80.0, 2e8), ("C-C-C-C", 60.0, 1e8)]):
+        arch = space.baselines()[name].arch
+        attrs = {"arch": arch.key, "arch_json": arch.to_json(), "metrics": {"top1": top1, "macs": macs}}
+        rows.append(trial_row(number, "COMPLETE", attrs, {"top1": top1, "macs": macs}))
+    rows.append(trial_row(2, "FAIL", {"fail_reason": "diverged"}))
+    run.mkdir()
+    save_trials(frame_from_rows(rows, ["top1", "macs"]), run)
+    manifest = {
+        "study": "hand",
+        "space": "coatnet",
+        "settings": {"objectives": ["top1:max", "macs:min"]},
+        "report": {"reference_point": {"top1": 0.0, "macs": 1e9}},
+    }
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    return run
+
+
+def test_hypervolume_is_normalized_between_the_reference_and_the_ideal_point(tmp_path: Path) -> None:
+    run = _hand_made_run(tmp_path / "run")
+    analysis = analyse(*load_run(run))
+    assert analysis["ideal"] == {"top1": 100.0, "macs": 0.0}
+    # by hand: 80 x 8e8 + 60 x 9e8 - 60 x 8e8 = 7e10 of the box 100 x 1e9
+    assert analysis["hypervolume"] == pytest.approx([0.64, 0.70, 0.70])
+    page = write_report(run).read_text()
+    assert "<td>0.7000</td>" in page and "normalized to [0, 1]" in page
+    assert "7e+10" not in page and "70000000000" not in page  # the raw volume is shown nowhere
+
+
 def test_missing_run_directory_is_one_sentence(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"no manifest\.json"):
         write_report(tmp_path)
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
-def test_headless_chromium_renders_the_plot_offline(searched: Path, tmp_path: Path) -> None:
-    from matplotlib.image import imread
-
-    shot = tmp_path / "report.png"
-    subprocess.run(
+def _chromium(page: Path, *args: str) -> str:
+    """Open ``page`` in headless Chromium with no network (``args``: what to do with it); its stdout."""
+    done = subprocess.run(
         [
             "chromium",
             "--headless",
@@ -84,14 +118,93 @@ def test_headless_chromium_renders_the_plot_offline(searched: Path, tmp_path: Pa
             "--proxy-bypass-list=<-loopback>",
             "--virtual-time-budget=10000",
             "--window-size=1200,1400",
-            f"--screenshot={shot}",
-            (searched / "report.html").as_uri(),
+            *args,
+            page.as_uri(),
         ],
         check=True,
         capture_output=True,
+        text=True,
         timeout=600,  # a hung browser, not a busy machine
     )
+    return done.stdout
+
+
+needs_chromium = pytest.mark.skipif(
+    shutil.which("chromium") is None, reason="Debian's chromium is not installed"
+)
+
+
+@needs_chromium
+def test_headless_chromium_renders_the_plot_offline(searched: Path, tmp_path: Path) -> None:
+    from matplotlib.image import imread
+
+    shot = tmp_path / "report.png"
+    _chromium(searched / "report.html", f"--screenshot={shot}")
     shutil.copy(shot, searched / "report_screenshot.png")
     pixels = (imread(shot)[..., :3] * 255).round().astype(int)
     red = ((abs(pixels - FRONT_RED)).sum(axis=-1) < 30).sum()
     assert red > 50, "the Pareto front's markers are not on the page: plotly did not draw"
+
+
+# Measures the rendered page: every plot's labels (plotly annotations) against their figure and each other,
+# the importance table's rows and the drawings' boxes; the result is written into the page as JSON.
+_MEASURE = """<script>
+setTimeout(function () {
+  var plots = [], inside = function (a, b) {
+    var e = 0.5;  // sub-pixel rounding
+    return a.left >= b.left - e && a.right <= b.right + e && a.top >= b.top - e && a.bottom <= b.bottom + e;
+  };
+  document.querySelectorAll('.js-plotly-plot').forEach(function (div) {
+    var figure = div.querySelector('.main-svg').getBoundingClientRect();
+    var plot = div.querySelector('.nsewdrag').getBoundingClientRect();
+    var labels = Array.from(div.querySelectorAll('g.annotation')).map(function (g) {
+      var box = (g.querySelector('rect.bg') || g).getBoundingClientRect();
+      return {text: g.textContent, in_figure: inside(box, figure), in_plot: inside(box, plot),
+              left: box.left, right: box.right, top: box.top, bottom: box.bottom};
+    });
+    plots.push({labels: labels});
+  });
+  var drawn = Array.from(document.querySelectorAll('.arch-card svg rect')).filter(function (r) {
+    return r.getBoundingClientRect().width > 20;
+  }).length;
+  var out = document.createElement('pre');
+  out.id = 'measured';
+  out.textContent = JSON.stringify({
+    plots: plots, importance_rows: document.querySelectorAll('#importance tbody tr').length,
+    drawn_boxes: drawn, cards: document.querySelectorAll('.arch-card').length});
+  document.body.appendChild(out);
+}, 3000);
+</script>"""
+
+
+@needs_chromium
+def test_labels_render_unclipped_without_overlap_with_importances_and_drawings(
+    searched: Path, tmp_path: Path
+) -> None:
+    page = tmp_path / "measured.html"
+    page.write_text((searched / "report.html").read_text().replace("</body>", _MEASURE + "</body>"))
+    shot = tmp_path / "labels.png"
+    _chromium(page, f"--screenshot={shot}")  # the report with its 10 baselines, as a reader sees it
+    assert shot.stat().st_size > 10_000
+    dom = _chromium(page, "--dump-dom")
+    found = re.search(r"<pre id=\"measured\">(.*?)</pre>", dom, re.S)
+    assert found, "the measuring script did not run: the page failed to load"
+    measured = json.loads(html.unescape(found.group(1)))
+    scatter = measured["plots"][0]["labels"]
+    names = get_space("coatnet").baseline_names().values()
+    labels = [label for label in scatter if any(label["text"].startswith(n) for n in names)]
+    assert len(labels) == 9 and sum(" = " in label["text"] for label in labels) == 1
+    for plot in measured["plots"]:
+        for label in plot["labels"]:
+            assert label["in_figure"], f"label {label['text']!r} is clipped"
+        for i, a in enumerate(plot["labels"]):
+            for b in plot["labels"][i + 1 :]:
+                apart = a["right"] <= b["left"] or b["right"] <= a["left"] or a["bottom"] <= b["top"]
+                assert apart or b["bottom"] <= a["top"], f"labels {a['text']!r} and {b['text']!r} overlap"
+    assert all(label["in_plot"] for label in labels)
+    frame, _ = load_run(searched)
+    done = int((frame["state"] == "COMPLETE").sum())
+    assert measured["importance_rows"] >= 10 and done >= 8  # one row per choice of the space
+    front = pd.read_csv(searched / "pareto.csv")
+    assert measured["cards"] == len(front)
+    assert measured["drawn_boxes"] >= 5 * len(front)  # stem, 4 stages (or fewer behind a patch), head

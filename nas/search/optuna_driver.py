@@ -3,11 +3,15 @@ named, persistent study (:mod:`nas.search.storage` says where it lives).
 
 Every trial records, as user attributes, what :meth:`TrialRecord.attrs` holds (``arch`` key and
 ``arch_json``, ``baseline``, the evaluator's ``metrics``, its ``cost``, ``fail_reason``) plus its ``worker``
-and ``heartbeat`` while it runs (:mod:`nas.search.liveness`). The study also records the set-up overhead
-(``overhead``) and, per session, the wall-clock span it ran (``session:<id>``), so a resumed search, or
-several workers, charge one budget (:class:`StudyBudget`), wall budgets included. The space's baselines are
-enqueued first (once). Before each trial the worker asks the budget whether the next trial, estimated from the
-finished ones, still fits; it never starts one that would overrun.
+and ``heartbeat`` while it runs (:mod:`nas.search.liveness`), and ``top1`` / ``macs`` / ``params`` /
+``latency_ms`` as numbers of their own where the evaluator measured them; the study names its values by the
+objectives (``metric_names``): ``optuna-dashboard sqlite:///runs/<study>/study.db`` shows trials with the
+space's choices as parameters (``stem``, ``s1.op``, ``s1.depth``, ...), these names and attributes.
+The study also records the set-up overhead (``overhead``) and, per session, the wall-clock span it ran
+(``session:<id>``), so a resumed search, or several workers, charge one budget (:class:`StudyBudget`), wall
+budgets included. The space's baselines are enqueued first (once). Before each trial the worker asks the
+budget whether the next trial, estimated from the finished ones, still fits; it never starts one that would
+overrun.
 
 On a fidelity ladder (``--fidelity ladder``) each rung of an architecture is its own trial with user
 attributes ``rung`` and ``lineage`` (the number of its rung-0 trial). Before asking for a trial, a free worker
@@ -22,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -53,6 +58,8 @@ WAIT_SECONDS = 2.0  # how often a worker with nothing to start looks at the tria
 # wall budget counts this session's own span live, so the others' need not be fresher
 ATTRS_SECONDS = 10.0
 _SESSION = "session:"
+# the evaluator's metrics that each trial also records as user attributes of their own (beside ``metrics``)
+DASHBOARD_METRICS = ("top1", "macs", "params", "latency_ms")
 
 
 def open_study(
@@ -110,6 +117,10 @@ def open_study(
                 f"study {settings.study_name!r} was searched with {study.user_attrs.get('fidelity')}; it "
                 f"cannot be resumed with {fidelity}"
             )
+    if study.metric_names is None:  # optuna-dashboard and Optuna's plots name the values by these (a study
+        with warnings.catch_warnings():  # from before gets them at its resume); experimental since 3.2
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names([o.name for o in settings.parsed_objectives])
     return study, url, storage
 
 
@@ -311,6 +322,9 @@ def _run_one(
                 trial.set_user_attr(key, attrs[key])
             if record.repeat_of is not None:
                 trial.set_user_attr("repeat_of", record.repeat_of)
+            for name in DASHBOARD_METRICS:  # numbers of their own: optuna-dashboard sorts and plots them
+                if isinstance(record.metrics.get(name), (int, float)):
+                    trial.set_user_attr(name, record.metrics[name])
             for name, value in record.constraints.items():  # what TPE, NSGA-II and GP read as feasibility
                 trial.set_constraint(name, value)
         if record.ok:

@@ -1,0 +1,111 @@
+"""Which of the space's choices matter for each objective: PED-ANOVA importances (Watanabe et al. 2023,
+"PED-ANOVA: Efficiently Quantifying Hyperparameter Importance in Arbitrary Subspaces", Eq. 6: the Pearson
+divergence between the choice's distribution among the top trials and among all of them), by Optuna's
+:class:`~optuna.importance.PedAnovaImportanceEvaluator`, which also weighs conditional choices (``s1.k``
+exists only for local attention; ``stem.patch`` only for a patch stem).
+
+One code path for both engines: the trials table (an Optuna study's or a Ray run's) is turned into an
+in-memory Optuna study, one per objective and one for the front. Each row's choices are its ``arch_json``
+replayed through the space (``space.encode`` and ``sample`` on a ``FixedTrial``: the parameters and their
+declared distributions, as the sampler saw them). Rows used: completed, met the limits, on a ladder of the
+top rung, and no repeats (a repeat is the same architecture counted twice).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from nas.arch import Arch
+from nas.search.objectives import Objective
+
+__all__ = ["FRONT", "MIN_TRIALS", "ChoiceImportance", "choice_importance"]
+
+MIN_TRIALS = 8  # fewer completed trials tell nothing: the top quantile would be one or two of them
+FRONT = "the front"  # the column of importances for reaching the Pareto front of all objectives at once
+
+
+@dataclass(frozen=True)
+class ChoiceImportance:
+    """Per target (each objective's name, then :data:`FRONT` with two or more objectives), each choice's
+    importance (non-negative, summing to 1 per target), over ``trials`` trials; ``reason`` says why there
+    are none (too few trials, an unknown space)."""
+
+    importances: dict[str, dict[str, float]]
+    trials: int
+    reason: str = ""
+
+    def choices(self) -> list[str]:
+        """The choices, most important first (by their largest importance for any target)."""
+        names = {c for per in self.importances.values() for c in per}
+        return sorted(names, key=lambda c: (-max(per.get(c, 0.0) for per in self.importances.values()), c))
+
+
+def choice_importance(
+    frame: pd.DataFrame, objectives: Sequence[Objective], space_name: str | None, rows: Sequence[int]
+) -> ChoiceImportance:
+    """The importances over the table's ``rows`` (indices of ``frame``) of the space named ``space_name``."""
+    from search_spaces import get_space
+
+    try:
+        space = get_space(space_name)
+    except ValueError:
+        return ChoiceImportance({}, 0, f"the space {space_name!r} is not known here")
+    trials = [t for t in (_trial(space, frame.loc[i], objectives) for i in rows) if t is not None]
+    if len(trials) < MIN_TRIALS:
+        return ChoiceImportance({}, len(trials), f"{len(trials)} trials; importances need {MIN_TRIALS}")
+    quantile = min(0.5, max(0.1, 5 / len(trials)))  # >= 5 trials in the top quantile (the paper)
+    out = {o.name: _importances(trials, objectives, [k], quantile) for k, o in enumerate(objectives)}
+    if len(objectives) > 1:
+        out[FRONT] = _importances(trials, objectives, list(range(len(objectives))), quantile)
+    return ChoiceImportance(out, len(trials))
+
+
+def _trial(space: Any, row: pd.Series, objectives: Sequence[Objective]) -> Any:
+    """The row as a finished Optuna trial of the space (None if a value is missing or it left the space)."""
+    import optuna
+
+    values = [pd.to_numeric(row.get(o.name), errors="coerce") for o in objectives]
+    if not all(v is not None and math.isfinite(v) for v in values) or not row.get("arch_json"):
+        return None
+    try:
+        replay = optuna.trial.FixedTrial(space.encode(Arch.from_json(row["arch_json"])))
+        space.sample(replay)
+    except ValueError:  # an architecture of a space variant, or a table edited by hand
+        return None
+    return optuna.trial.create_trial(
+        params=replay.params, distributions=replay.distributions, values=[float(v) for v in values]
+    )
+
+
+def _importances(
+    trials: Sequence[Any], objectives: Sequence[Objective], picked: Sequence[int], quantile: float
+) -> dict[str, float]:
+    """PED-ANOVA over an in-memory study of ``trials`` valued by the ``picked`` objectives: one objective,
+    or for several, reaching their Pareto front (non-domination rank with a hypervolume tie-break: Optuna's
+    multi-objective top quantile)."""
+    import optuna
+
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # not "A new study created in memory" per target
+    try:
+        study = optuna.create_study(directions=[objectives[k].direction for k in picked])
+    finally:
+        optuna.logging.set_verbosity(verbosity)
+    for trial in trials:
+        study.add_trial(
+            optuna.trial.create_trial(
+                params=trial.params,
+                distributions=trial.distributions,
+                values=[trial.values[k] for k in picked],
+            )
+        )
+    evaluator = optuna.importance.PedAnovaImportanceEvaluator(target_quantile=quantile)
+    with warnings.catch_warnings():  # "importances will be equal" when every trial ties: they are, all 0
+        warnings.simplefilter("ignore")
+        return optuna.importance.get_param_importances(study, evaluator=evaluator)

@@ -1,0 +1,52 @@
+"""results.importance: PED-ANOVA importances of the space's choices, from a trials table (either engine's)."""
+
+from __future__ import annotations
+
+import random
+
+import pandas as pd
+
+from nas.search.objectives import parse_objectives
+from results.importance import FRONT, MIN_TRIALS, choice_importance
+from results.store import frame_from_rows, trial_row
+from search_spaces import get_space
+
+OBJECTIVES = parse_objectives("top1,macs")
+
+
+def _table(n: int) -> pd.DataFrame:
+    """A hand-made table of ``n`` sampled coatnet architectures whose top-1 is decided by the op of
+    stage 3 alone and whose MACs by the depth of stage 2 alone, built as the drivers build theirs."""
+    space = get_space("coatnet")
+    rng = random.Random(0)
+    rows = []
+    for number in range(n):
+        arch = space.sample_random(rng)
+        params = space.encode(arch)
+        top1 = 80.0 if params.get("s3.op") == "rel" else 60.0
+        macs = 1e8 * params.get("s2.depth", 1)
+        attrs = {"arch": arch.key, "arch_json": arch.to_json(), "metrics": {"top1": top1, "macs": macs}}
+        rows.append(trial_row(number, "COMPLETE", attrs, {"top1": top1, "macs": macs}))
+    return frame_from_rows(rows, ["top1", "macs"])
+
+
+def test_the_choice_that_decides_an_objective_matters_most_for_it() -> None:
+    frame = _table(60)
+    result = choice_importance(frame, OBJECTIVES, "coatnet", list(frame.index))
+    assert result.trials == 60 and not result.reason
+    assert set(result.importances) == {"top1", "macs", FRONT}
+    top1, macs = result.importances["top1"], result.importances["macs"]
+    assert max(top1, key=top1.get) == "s3.op"
+    assert max(macs, key=macs.get) == "s2.depth"
+    for per in result.importances.values():
+        assert abs(sum(per.values()) - 1) < 1e-9 and all(v >= 0 for v in per.values())
+    assert "s3.k" in top1  # a conditional choice (local attention's extent) is weighed where it exists
+    assert result.choices()[0] in {"s3.op", "s2.depth"}
+
+
+def test_too_few_trials_or_an_unknown_space_say_why() -> None:
+    frame = _table(MIN_TRIALS - 1)
+    few = choice_importance(frame, OBJECTIVES, "coatnet", list(frame.index))
+    assert not few.importances and str(MIN_TRIALS) in few.reason
+    unknown = choice_importance(frame, OBJECTIVES, "nosuchspace", list(frame.index))
+    assert not unknown.importances and "nosuchspace" in unknown.reason
