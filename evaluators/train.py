@@ -3,9 +3,11 @@
 :func:`train_arch` trains ``profile.apply(arch)`` (the network itself under a space's ``full`` profile; the
 CPU profile's shrunk network by default where there is no GPU) on a dataset with timm's optimizer and
 scheduler factories (AdamW + cosine by default, stepped per update), crops and flips, label smoothing and
-drop-path. After every epoch it validates on the held-out split, calls ``report(epoch, metrics)`` and writes
-``<out>/checkpoint.pt`` (model, optimizer and grad-scaler state, the data-order and torch generator states
-as tensors, history; atomically), so ``resume=True`` continues an interrupted run and ends with exactly the
+drop-path. It makes ``<out>/`` and writes a first ``<out>/checkpoint.pt`` (epoch 0) before the first batch,
+calls ``progress(TrainStatus)`` after every batch (images per second, time left: what ``nas train`` shows),
+and after every epoch validates on the held-out split, calls ``report(epoch, metrics)`` and writes the
+checkpoint again (model, optimizer and grad-scaler state, the data-order and torch generator states as
+tensors, history; atomically), so ``resume=True`` continues an interrupted run and ends with exactly the
 weights an uninterrupted one would have (on the CPU). The checkpoint is read as data, never code
 (:mod:`evaluators.checkpoint`): a file that is not this run's checkpoint is refused in one sentence.
 It ends by writing ``<out>/model.pt``, a model file :func:`nas.create.create_model` reloads, and
@@ -38,7 +40,7 @@ from nas.arch import Arch
 from nas.create import save_model
 from search_spaces.base import ProxyProfile
 
-__all__ = ["FullTrainConfig", "train_arch"]
+__all__ = ["FullTrainConfig", "TrainStatus", "train_arch"]
 
 Report = Callable[[int, dict[str, float]], None]
 
@@ -65,6 +67,37 @@ class FullTrainConfig:
     seed: int = 0
 
 
+@dataclass(frozen=True)
+class TrainStatus:
+    """Where a run stands after one batch: the epoch (of ``epochs``), the batch (of ``steps`` per epoch),
+    this epoch's images, training seconds and mean loss so far."""
+
+    epoch: int
+    epochs: int
+    step: int
+    steps: int
+    images: int
+    seconds: float
+    loss: float
+
+    @property
+    def images_per_second(self) -> float:
+        return self.images / self.seconds if self.seconds > 0 else math.nan
+
+    @property
+    def epoch_seconds_left(self) -> float:
+        """This epoch's training time left at its rate so far (validation not counted)."""
+        return (self.steps - self.step) * self.seconds / self.step
+
+    @property
+    def seconds_left(self) -> float:
+        """The run's training time left at this epoch's rate: this epoch's and the later epochs'."""
+        return self.epoch_seconds_left + (self.epochs - self.epoch) * self.steps * self.seconds / self.step
+
+
+Progress = Callable[[TrainStatus], None]
+
+
 def train_arch(
     arch: Arch,
     profile: ProxyProfile,
@@ -75,6 +108,7 @@ def train_arch(
     resume: bool = False,
     device: torch.device | str | None = None,
     report: Report | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Train ``profile.apply(arch)`` on ``data``; returns the last epoch's metrics and the run's totals."""
     config = config or FullTrainConfig()
@@ -137,11 +171,25 @@ def train_arch(
     def in_precision() -> contextlib.AbstractContextManager[Any]:
         return autocast(dev, amp)
 
+    def state(epoch: int) -> dict[str, Any]:
+        return {
+            "settings": settings,
+            "epoch": epoch,
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scaler": scaler.state_dict() if scaler is not None else None,
+            "data_rng": train_batches.generator.get_state(),
+            "torch_rng": torch.get_rng_state(),
+            "history": history,
+        }
+
     with forked_rng(dev):  # drop-path draws from torch's global generators
         torch.manual_seed(config.seed)
         if torch_rng is not None:
             with restoring(checkpoint_path, _REMEDY):
                 torch.set_rng_state(torch_rng)
+        if start_epoch == 1 and not checkpoint_path.exists():  # the folder, and a run to resume, at once
+            save_checkpoint(state(0), checkpoint_path)
         for epoch in range(start_epoch, config.epochs + 1):
             begin, total, seen = time.perf_counter(), 0.0, 0
             model.train()
@@ -163,6 +211,9 @@ def train_arch(
                 scheduler.step_update(num_updates=(epoch - 1) * steps + step)
                 total += value * len(y)
                 seen += len(y)
+                if progress is not None:
+                    spent = time.perf_counter() - begin
+                    progress(TrainStatus(epoch, config.epochs, step, steps, seen, spent, total / seen))
             train_seconds = time.perf_counter() - begin
             metrics = _validate(model, val_batches, dev, in_precision)
             metrics.update(
@@ -173,19 +224,7 @@ def train_arch(
                 lr=optimizer.param_groups[0]["lr"],
             )
             history.append(metrics)
-            save_checkpoint(
-                {
-                    "settings": settings,
-                    "epoch": epoch,
-                    "model": model.state_dict(),
-                    "optimizer": optimizer.state_dict(),
-                    "scaler": scaler.state_dict() if scaler is not None else None,
-                    "data_rng": train_batches.generator.get_state(),
-                    "torch_rng": torch.get_rng_state(),
-                    "history": history,
-                },
-                checkpoint_path,
-            )
+            save_checkpoint(state(epoch), checkpoint_path)
             if report is not None:
                 report(epoch, dict(metrics))
     model_file = save_model(model, out / "model.pt", searched_arch=arch.key, history=history)

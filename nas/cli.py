@@ -606,12 +606,11 @@ def train(
         if train_samples is not None:
             whole("train-samples", train_samples, 1, MAX_IMAGES)
         whole("seed", seed, 0, MAX_SEED)
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
         from evaluators.complexity import pick_device
         from evaluators.data import load_dataset
         from evaluators.train import FullTrainConfig, train_arch
         from nas.create import resolve_arch, weights_name
+        from nas.train_view import TrainView
         from search_spaces import get_space
 
         built = resolve_arch(arch)
@@ -624,20 +623,17 @@ def train(
         default = Path(arch).stem if arch.endswith(".json") else weights_name(built).removesuffix(".pt")
         target = Path(out) if out else Path("runs") / "train" / default
         console.print(f"training {prof.apply(built).key} ({name} profile, {prof.img_size} px) -> {target}")
-        with Progress(
-            TextColumn("epoch {task.completed}/{task.total}"),
-            BarColumn(),
-            TextColumn("{task.fields[status]}"),
-            TimeElapsedColumn(),
-            console=console,
-        ) as bar:
-            task = bar.add_task("train", total=epochs, status="")
-
-            def report(epoch: int, metrics: dict[str, float]) -> None:
-                status = f"top-1 {metrics['top1']:.2f}%  loss {metrics['train_loss']:.3f}"
-                bar.update(task, completed=epoch, status=status)
-
-            result = train_arch(built, prof, data, target, config=config, resume=resume, report=report)
+        with TrainView(console, epochs) as view:
+            result = train_arch(
+                built,
+                prof,
+                data,
+                target,
+                config=config,
+                resume=resume,
+                report=view.epoch,
+                progress=view.batch,
+            )
     console.print(f"top-1 {result['top1']:.2f}% after {result['epochs']} epochs")
     console.print(f"model: {result['model_file']}")
 
