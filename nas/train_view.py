@@ -79,8 +79,10 @@ class TrainView:
             )
 
     def epoch(self, epoch: int, metrics: dict[str, float]) -> None:
+        top1 = f"top-1 {metrics['top1']:.2f}%"
+        top1 += f" (EMA {metrics['top1_ema']:.2f}%)" if "top1_ema" in metrics else ""
         self.console.print(
-            f"epoch {epoch}/{self.epochs}: top-1 {metrics['top1']:.2f}%  loss {metrics['train_loss']:.3f}  "
+            f"epoch {epoch}/{self.epochs}: {top1}  loss {metrics['train_loss']:.3f}  "
             f"{metrics['images_per_second']:,.0f} images/s  {human_seconds(metrics['train_seconds'])}",
             highlight=False,
             soft_wrap=True,
