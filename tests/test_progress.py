@@ -95,3 +95,14 @@ def test_quick_trials_print_no_running_lines(tmp_path: Path) -> None:
             "--budget", "2trials", "--macs-img-size", "32", "--runs-dir", str(tmp_path)]  # fmt: skip
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0 and "running:" not in result.output, result.output
+
+
+def test_running_trials_in_the_panel_and_their_lines() -> None:
+    view = SearchProgress("s", parse_objectives(["top1:max", "macs:min"]), Console(file=io.StringIO()))
+    view.trial_started(4, rung=1)
+    view.trial_step(4, arch="conv64|C2x96", epoch=2)
+    view.trial_step(99, epoch=1)  # a trial it was not told of: ignored
+    text = _text(view)
+    assert "running" in text and "conv64|C2x96" in text
+    (line,) = view.running_lines()
+    assert line.startswith("running: trial   4 conv64|C2x96 rung 1, epoch 2 done, for ")
