@@ -77,7 +77,6 @@ def test_trains_and_resumes_bit_for_bit(fashion: DataSplit, tmp_path: Path) -> N
     _same_weights(tmp_path / "whole", tmp_path / "cut")
 
 
-@pytest.mark.slow
 def test_a_run_killed_in_its_first_epoch_resumes_from_its_first_checkpoint(
     fashion: DataSplit, tmp_path: Path
 ) -> None:
@@ -174,7 +173,6 @@ def test_bad_recipe_input_is_one_sentence(tmp_path: Path) -> None:
     assert not (tmp_path / "x").exists()
 
 
-@pytest.mark.slow
 def test_cli_trains_with_the_coatnet_recipe_and_resumes(tmp_path: Path) -> None:
     arch_file = tmp_path / "arch.json"
     arch_file.write_text(ARCH.to_json())
