@@ -11,8 +11,10 @@ This module owns:
 - preprocessing: the small in-memory sets (``fashion-mnist``, ``cifar10``, ``cifar100``, ``synthetic``) are
   resized once to the proxy's ``img_size`` and kept as one uint8 tensor; :func:`loaders` serves normalized
   batches by indexing it, with seeded shuffling and optional batched augmentation (random crop with padding
-  and horizontal flip), instead of a per-sample PIL pipeline. ``imagefolder:PATH`` (ImageNet layout) is too
-  big for that and goes through torchvision's ``ImageFolder`` and a ``DataLoader``.
+  and horizontal flip), instead of a per-sample PIL pipeline; timm's RandAugment, when asked for, goes
+  through PIL per image after them (:mod:`evaluators.augment`), seeded from the batches' generator.
+  ``imagefolder:PATH`` (ImageNet layout) is too big for that and goes through torchvision's ``ImageFolder``
+  and a ``DataLoader``.
 
 Nothing here knows about models, Optuna or Ray.
 """
@@ -33,6 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset
 
+from evaluators.augment import RandAugmentBatch, rand_augment
 from nas.option_names import option
 
 __all__ = [
@@ -430,8 +433,10 @@ class TensorBatches:
         drop_last: bool = False,
         seed: int = 0,
         device: torch.device | str | None = None,
+        randaugment: RandAugmentBatch | None = None,
     ) -> None:
         self.device = torch.device(device or "cpu")
+        self.randaugment = randaugment
         # Keep the uint8 images where the model runs: a small set fits on a GPU, and indexing there is free.
         self.images = data.images.to(self.device)
         self.labels = data.labels.to(self.device)
@@ -455,6 +460,8 @@ class TensorBatches:
             x = self.images[idx]
             if self.augment:
                 x = self._augment(x)
+            if self.randaugment is not None:
+                x = self.randaugment(x, int(torch.randint(2**31 - 1, (1,), generator=self.generator)))
             yield x.float() * self.scale + self.shift, self.labels[idx]
 
     def _augment(self, x: torch.Tensor, pad: int = 4) -> torch.Tensor:
@@ -482,23 +489,33 @@ def loaders(
     augment: bool = False,
     device: torch.device | str | None = None,
     num_workers: int = 0,
+    randaugment: str = "",
 ) -> tuple[TensorBatches | DataLoader, TensorBatches | DataLoader]:
     """(train, val) iterables of ``(x, y)`` batches; train is shuffled with ``seed``, drops its last partial
     batch and uses the first ``train_samples`` samples of ``split.train``, val the first ``val_samples`` of
-    ``split.val`` (None = all)."""
+    ``split.val`` (None = all). ``randaugment`` (timm's string, '' for none) adds RandAugment to the
+    training batches."""
     for what, n, held in (("training", train_samples, split.train), ("validation", val_samples, split.val)):
         if n is not None and n > len(held):
             raise ValueError(f"asked for {n} {what} samples; the split holds {len(held)}")
     train, val = split.train.head(train_samples), split.val.head(val_samples)
     if isinstance(train, TensorImages) and isinstance(val, TensorImages):
         common = {"mean": split.mean, "std": split.std, "device": device}
+        ra = RandAugmentBatch(randaugment, split.mean, split.img_size) if randaugment else None
         return (
             TensorBatches(
-                train, batch_size, shuffle=True, augment=augment, drop_last=True, seed=seed, **common
+                train,
+                batch_size,
+                shuffle=True,
+                augment=augment,
+                drop_last=True,
+                seed=seed,
+                randaugment=ra,
+                **common,
             ),
             TensorBatches(val, batch_size, **common),
         )
-    return _file_loaders(split, train, val, batch_size, seed, augment, device, num_workers)
+    return _file_loaders(split, train, val, batch_size, seed, augment, device, num_workers, randaugment)
 
 
 def _file_loaders(
@@ -510,6 +527,7 @@ def _file_loaders(
     augment: bool,
     device: torch.device | str | None,
     num_workers: int,
+    randaugment: str,
 ) -> tuple[DataLoader, DataLoader]:
     from torchvision.transforms import v2
 
@@ -519,8 +537,10 @@ def _file_loaders(
         tail.insert(0, v2.Grayscale(1))
     tail += [v2.ToDtype(torch.float32, scale=True), v2.Normalize(split.mean, split.std)]
     fixed = [v2.Resize(size), v2.CenterCrop(size)]
+    # files are read as RGB: RandAugment fills with the mean of each of the three channels
+    ra = [rand_augment(randaugment, _match_channels(split.mean, 3), size)] if randaugment else []
     train_tf = v2.Compose(
-        ([v2.RandomResizedCrop(size), v2.RandomHorizontalFlip()] if augment else fixed) + tail
+        ([v2.RandomResizedCrop(size), v2.RandomHorizontalFlip()] if augment else fixed) + ra + tail
     )
     pin = torch.device(device or "cpu").type == "cuda"
     common = {"batch_size": batch_size, "num_workers": num_workers, "pin_memory": pin}

@@ -3,9 +3,11 @@
 :func:`train_arch` trains ``profile.apply(arch)`` (the network itself under a space's ``full`` profile; the
 CPU profile's shrunk network by default where there is no GPU) on a dataset with timm's optimizer and
 scheduler factories (AdamW + cosine by default, stepped per update), crops and flips, label smoothing and
-drop-path. After every epoch it validates on the held-out split, calls ``report(epoch, metrics)`` and writes
-``<out>/checkpoint.pt`` (model, optimizer and grad-scaler state, the data-order and torch generator states
-as tensors, history; atomically), so ``resume=True`` continues an interrupted run and ends with exactly the
+drop-path. It makes ``<out>/`` and writes a first ``<out>/checkpoint.pt`` (epoch 0) before the first batch,
+calls ``progress(TrainStatus)`` after every batch (images per second, time left: what ``nas train`` shows),
+and after every epoch validates on the held-out split, calls ``report(epoch, metrics)`` and writes the
+checkpoint again (model, optimizer and grad-scaler state, the data-order and torch generator states as
+tensors, history; atomically), so ``resume=True`` continues an interrupted run and ends with exactly the
 weights an uninterrupted one would have (on the CPU). The checkpoint is read as data, never code
 (:mod:`evaluators.checkpoint`): a file that is not this run's checkpoint is refused in one sentence.
 It ends by writing ``<out>/model.pt``, a model file :func:`nas.create.create_model` reloads, and
@@ -26,10 +28,14 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from timm.data import Mixup
+from timm.loss import SoftTargetCrossEntropy
 from timm.optim import create_optimizer_v2
 from timm.scheduler import create_scheduler_v2
+from timm.utils import ModelEmaV3
 
 from evaluators.amp import amp_dtype, autocast, grad_scaler
+from evaluators.augment import host_rng
 from evaluators.checkpoint import load_checkpoint, restoring, save_checkpoint
 from evaluators.complexity import pick_device
 from evaluators.data import DataSplit, loaders
@@ -38,7 +44,7 @@ from nas.arch import Arch
 from nas.create import save_model
 from search_spaces.base import ProxyProfile
 
-__all__ = ["FullTrainConfig", "train_arch"]
+__all__ = ["RECIPES", "FullTrainConfig", "TrainStatus", "train_arch"]
 
 Report = Callable[[int, dict[str, float]], None]
 
@@ -63,6 +69,89 @@ class FullTrainConfig:
     drop_path_rate: float = 0.1
     augment: bool = True
     seed: int = 0
+    # timm's recipe pieces (off by default; RECIPES names sets of them)
+    randaugment: str = ""  # timm's RandAugment string, such as rand-m9-mstd0.5-inc1; '' for none
+    mixup: float = 0.0  # Mixup's beta alpha; 0 for none
+    cutmix: float = 0.0  # CutMix's beta alpha; 0 for none
+    mix_switch_prob: float = 0.5  # with both: the chance a batch is cut-mixed rather than mixed up
+    ema_decay: float = 0.0  # decay of the exponential moving average of the weights; 0 for none
+
+    def __post_init__(self) -> None:
+        for name in ("mixup", "cutmix", "label_smoothing"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name.replace('_', '-')}: must be a number of at least 0, not {value!r}")
+        if not 0 <= self.ema_decay < 1:
+            raise ValueError(f"ema-decay: must be at least 0 and below 1, not {self.ema_decay!r}")
+        if not 0 <= self.mix_switch_prob <= 1:
+            raise ValueError(f"mix-switch-prob: must be between 0 and 1, not {self.mix_switch_prob!r}")
+        if self.mixes and self.batch_size % 2:
+            raise ValueError(
+                f"batch-size: Mixup and CutMix pair images, so it must be even, not {self.batch_size}"
+            )
+        if self.randaugment:
+            from evaluators.augment import rand_augment
+
+            rand_augment(self.randaugment, (0.5,), 32)  # a string timm cannot read fails here, not mid-run
+
+    @property
+    def mixes(self) -> bool:
+        return self.mixup > 0 or self.cutmix > 0
+
+    def record(self) -> dict[str, Any]:
+        """The config as a checkpoint records it; recipe fields at their defaults are left out, so that runs
+        started before they existed still resume."""
+        defaults = FullTrainConfig.__dataclass_fields__
+        recipe = ("randaugment", "mixup", "cutmix", "mix_switch_prob", "ema_decay")
+        return {
+            k: v for k, v in dataclasses.asdict(self).items() if k not in recipe or v != defaults[k].default
+        }
+
+
+# The CoAtNet paper's training (Dai et al. 2021, ImageNet-1K: RandAugment, Mixup, label smoothing 0.1, EMA of
+# the weights) with timm's standard pieces and their usual settings: RandAugment rand-m9-mstd0.5-inc1,
+# Mixup 0.8 with CutMix 1.0 (switch probability 0.5), soft-target cross entropy, EMA decay 0.9999.
+RECIPES: dict[str, dict[str, Any]] = {
+    "coatnet": {
+        "randaugment": "rand-m9-mstd0.5-inc1",
+        "mixup": 0.8,
+        "cutmix": 1.0,
+        "mix_switch_prob": 0.5,
+        "label_smoothing": 0.1,
+        "ema_decay": 0.9999,
+    },
+}
+
+
+@dataclass(frozen=True)
+class TrainStatus:
+    """Where a run stands after one batch: the epoch (of ``epochs``), the batch (of ``steps`` per epoch),
+    this epoch's images, training seconds and mean loss so far."""
+
+    epoch: int
+    epochs: int
+    step: int
+    steps: int
+    images: int
+    seconds: float
+    loss: float
+
+    @property
+    def images_per_second(self) -> float:
+        return self.images / self.seconds if self.seconds > 0 else math.nan
+
+    @property
+    def epoch_seconds_left(self) -> float:
+        """This epoch's training time left at its rate so far (validation not counted)."""
+        return (self.steps - self.step) * self.seconds / self.step
+
+    @property
+    def seconds_left(self) -> float:
+        """The run's training time left at this epoch's rate: this epoch's and the later epochs'."""
+        return self.epoch_seconds_left + (self.epochs - self.epoch) * self.steps * self.seconds / self.step
+
+
+Progress = Callable[[TrainStatus], None]
 
 
 def train_arch(
@@ -75,6 +164,7 @@ def train_arch(
     resume: bool = False,
     device: torch.device | str | None = None,
     report: Report | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Train ``profile.apply(arch)`` on ``data``; returns the last epoch's metrics and the run's totals."""
     config = config or FullTrainConfig()
@@ -83,7 +173,7 @@ def train_arch(
     settings = {
         "arch": arch.key,
         "profile": dataclasses.asdict(profile),
-        "config": dataclasses.asdict(config),
+        "config": config.record(),
     }
     settings["data"] = data.describe()
     if checkpoint_path.exists() and not resume:
@@ -99,7 +189,7 @@ def train_arch(
         net_arch, model = build_scaled_network(arch, profile, data, config.seed, config.drop_path_rate, dev)
     train_batches, val_batches = loaders(
         data, config.batch_size, seed=config.seed, train_samples=config.train_samples, augment=config.augment,
-        device=dev,
+        device=dev, randaugment=config.randaugment,
     )  # fmt: skip
     steps = len(train_batches)
     if steps == 0:
@@ -117,6 +207,19 @@ def train_arch(
     )
     amp = amp_dtype(dev)
     scaler = grad_scaler(amp)
+    ema = ModelEmaV3(model, decay=config.ema_decay) if config.ema_decay else None
+    mix = (
+        Mixup(
+            mixup_alpha=config.mixup,
+            cutmix_alpha=config.cutmix,
+            switch_prob=config.mix_switch_prob,
+            label_smoothing=config.label_smoothing,
+            num_classes=data.num_classes,
+        )
+        if config.mixes
+        else None
+    )
+    soft_loss = SoftTargetCrossEntropy()
     history: list[dict[str, float]] = []
     start_epoch, torch_rng = 1, None
     if resume and checkpoint_path.exists():
@@ -128,6 +231,10 @@ def train_arch(
             optimizer.load_state_dict(state["optimizer"])
             if scaler is not None and state["scaler"]:
                 scaler.load_state_dict(state["scaler"])
+            if ema is not None:
+                if state.get("ema") is None:
+                    raise ValueError("it holds no EMA weights")
+                ema.module.load_state_dict(state["ema"])
             train_batches.generator.set_state(state["data_rng"])
             torch_rng = state["torch_rng"]
             history, done = list(state["history"]), int(state["epoch"])
@@ -137,18 +244,41 @@ def train_arch(
     def in_precision() -> contextlib.AbstractContextManager[Any]:
         return autocast(dev, amp)
 
+    def state(epoch: int) -> dict[str, Any]:
+        return {
+            "settings": settings,
+            "epoch": epoch,
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scaler": scaler.state_dict() if scaler is not None else None,
+            "ema": ema.module.state_dict() if ema is not None else None,
+            "data_rng": train_batches.generator.get_state(),
+            "torch_rng": torch.get_rng_state(),
+            "history": history,
+        }
+
     with forked_rng(dev):  # drop-path draws from torch's global generators
         torch.manual_seed(config.seed)
         if torch_rng is not None:
             with restoring(checkpoint_path, _REMEDY):
                 torch.set_rng_state(torch_rng)
+        if start_epoch == 1 and not checkpoint_path.exists():  # the folder, and a run to resume, at once
+            save_checkpoint(state(0), checkpoint_path)
         for epoch in range(start_epoch, config.epochs + 1):
             begin, total, seen = time.perf_counter(), 0.0, 0
             model.train()
             for step, (x, y) in enumerate(train_batches, start=1):
                 x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+                target = None
+                if mix is not None:  # its draws are seeded from torch's generator, which checkpoints keep
+                    with host_rng(int(torch.randint(2**31 - 1, (1,)))):
+                        x, target = mix(x, y)
                 with in_precision():
-                    loss = F.cross_entropy(model(x), y, label_smoothing=config.label_smoothing)
+                    logits = model(x)
+                    if target is None:
+                        loss = F.cross_entropy(logits, y, label_smoothing=config.label_smoothing)
+                    else:
+                        loss = soft_loss(logits, target)
                 value = loss.item()
                 if not math.isfinite(value):
                     raise TrainingDiverged(epoch, step, value, net_arch.key)
@@ -161,10 +291,19 @@ def train_arch(
                     loss.backward()
                     optimizer.step()
                 scheduler.step_update(num_updates=(epoch - 1) * steps + step)
+                if ema is not None:
+                    ema.update(model, step=(epoch - 1) * steps + step)
                 total += value * len(y)
                 seen += len(y)
+                if progress is not None:
+                    spent = time.perf_counter() - begin
+                    progress(TrainStatus(epoch, config.epochs, step, steps, seen, spent, total / seen))
             train_seconds = time.perf_counter() - begin
             metrics = _validate(model, val_batches, dev, in_precision)
+            if ema is not None:
+                metrics.update(
+                    {f"{k}_ema": v for k, v in _validate(ema.module, val_batches, dev, in_precision).items()}
+                )
             metrics.update(
                 epoch=epoch,
                 train_loss=total / max(seen, 1),
@@ -173,22 +312,12 @@ def train_arch(
                 lr=optimizer.param_groups[0]["lr"],
             )
             history.append(metrics)
-            save_checkpoint(
-                {
-                    "settings": settings,
-                    "epoch": epoch,
-                    "model": model.state_dict(),
-                    "optimizer": optimizer.state_dict(),
-                    "scaler": scaler.state_dict() if scaler is not None else None,
-                    "data_rng": train_batches.generator.get_state(),
-                    "torch_rng": torch.get_rng_state(),
-                    "history": history,
-                },
-                checkpoint_path,
-            )
+            save_checkpoint(state(epoch), checkpoint_path)
             if report is not None:
                 report(epoch, dict(metrics))
     model_file = save_model(model, out / "model.pt", searched_arch=arch.key, history=history)
+    if ema is not None:  # the averaged weights, which the recipe's papers evaluate
+        save_model(ema.module, out / "model_ema.pt", searched_arch=arch.key, history=history)
     (out / "history.json").write_text(json.dumps({"settings": settings, "history": history}, indent=1) + "\n")
     last = history[-1] if history else {}
     return {

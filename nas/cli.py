@@ -627,6 +627,18 @@ def train(
     seed: int = 0,
     out: Annotated[str | None, typer.Option(help="Run folder. \\[default: runs/train/<arch file>]")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out.")] = False,
+    recipe: Annotated[
+        str | None,
+        typer.Option(help="coatnet: RandAugment, Mixup/CutMix, EMA as the CoAtNet paper; flags override it."),
+    ] = None,
+    randaugment: Annotated[
+        str | None, typer.Option(help="timm RandAugment, e.g. rand-m9-mstd0.5-inc1. \\[default: none]")
+    ] = None,
+    mixup: Annotated[float | None, typer.Option(help="Mixup alpha (0: none). \\[default: 0]")] = None,
+    cutmix: Annotated[float | None, typer.Option(help="CutMix alpha (0: none). \\[default: 0]")] = None,
+    ema_decay: Annotated[
+        float | None, typer.Option(help="EMA of the weights, e.g. 0.9999 (0: none). \\[default: 0]")
+    ] = None,
 ) -> None:
     """Train one architecture with checkpoints every epoch; ends with model.pt (nas.create_model loads it)."""
     with _user_errors():
@@ -635,38 +647,38 @@ def train(
         if train_samples is not None:
             whole("train-samples", train_samples, 1, MAX_IMAGES)
         whole("seed", seed, 0, MAX_SEED)
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
         from evaluators.complexity import pick_device
         from evaluators.data import load_dataset
-        from evaluators.train import FullTrainConfig, train_arch
+        from evaluators.train import RECIPES, FullTrainConfig, train_arch
         from nas.create import resolve_arch, weights_name
+        from nas.train_view import TrainView
         from search_spaces import get_space
 
         built = resolve_arch(arch)
         name = profile or ("full" if pick_device().type == "cuda" else "cpu")
         prof = get_space(space).profile(name)
         data = load_dataset(dataset, img_size=prof.img_size, data_dir=data_dir, seed=seed, download=download)
+        if recipe is not None and recipe not in RECIPES:
+            raise ValueError(f"recipe: unknown {recipe!r}; known: {', '.join(RECIPES)}")
+        given = {"randaugment": randaugment, "mixup": mixup, "cutmix": cutmix, "ema_decay": ema_decay}
+        pieces = {**RECIPES.get(recipe or "", {}), **{k: v for k, v in given.items() if v is not None}}
         config = FullTrainConfig(
-            epochs=epochs, batch_size=batch_size, train_samples=train_samples, lr=lr, seed=seed
+            epochs=epochs, batch_size=batch_size, train_samples=train_samples, lr=lr, seed=seed, **pieces
         )
         default = Path(arch).stem if arch.endswith(".json") else weights_name(built).removesuffix(".pt")
         target = Path(out) if out else Path("runs") / "train" / default
         console.print(f"training {prof.apply(built).key} ({name} profile, {prof.img_size} px) -> {target}")
-        with Progress(
-            TextColumn("epoch {task.completed}/{task.total}"),
-            BarColumn(),
-            TextColumn("{task.fields[status]}"),
-            TimeElapsedColumn(),
-            console=console,
-        ) as bar:
-            task = bar.add_task("train", total=epochs, status="")
-
-            def report(epoch: int, metrics: dict[str, float]) -> None:
-                status = f"top-1 {metrics['top1']:.2f}%  loss {metrics['train_loss']:.3f}"
-                bar.update(task, completed=epoch, status=status)
-
-            result = train_arch(built, prof, data, target, config=config, resume=resume, report=report)
+        with TrainView(console, epochs) as view:
+            result = train_arch(
+                built,
+                prof,
+                data,
+                target,
+                config=config,
+                resume=resume,
+                report=view.epoch,
+                progress=view.batch,
+            )
     console.print(f"top-1 {result['top1']:.2f}% after {result['epochs']} epochs")
     console.print(f"model: {result['model_file']}")
 

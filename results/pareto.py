@@ -2,7 +2,8 @@
 
 ``dominates(a, b, directions)``: ``a`` is at least as good as ``b`` in every objective and strictly better in
 one. ``pareto_front(points, directions)`` returns the indices of the non-dominated points (ties: equal points
-are all kept). ``nondominated_sort`` peels successive fronts (NSGA-II's ranking, Deb et al. 2002).
+are all kept). ``best_first`` orders points for a table: by the first objective, best first, ties by the
+next. ``nondominated_sort`` peels successive fronts (NSGA-II's ranking, Deb et al. 2002).
 
 ``hypervolume(points, directions, reference)`` is the volume of objective space that the points dominate and
 that dominates ``reference`` (a point worse than any a search should find in every objective; points not
@@ -16,7 +17,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-__all__ = ["dominates", "hypervolume", "hypervolume_history", "nondominated_sort", "pareto_front"]
+__all__ = [
+    "best_first",
+    "dominates",
+    "hypervolume",
+    "hypervolume_history",
+    "nondominated_sort",
+    "pareto_front",
+]
 
 
 def _signed(point: Sequence[float], directions: Sequence[str]) -> list[float]:
@@ -50,6 +58,13 @@ def pareto_front(points: Sequence[Sequence[float]], directions: Sequence[str]) -
         ):
             front.append(i)
     return front
+
+
+def best_first(points: Sequence[Sequence[float]], directions: Sequence[str]) -> list[int]:
+    """Indices of ``points`` ordered best first: by the first objective in its direction, ties by the next
+    objective, then by input order."""
+    signed = [_signed(p, directions) for p in points]
+    return sorted(range(len(points)), key=lambda i: [-v for v in signed[i]])
 
 
 def nondominated_sort(points: Sequence[Sequence[float]], directions: Sequence[str]) -> list[list[int]]:

@@ -3,14 +3,19 @@ resumes to exactly the weights of an uninterrupted run, and ends with a model fi
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from pathlib import Path
 
 import pytest
 import torch
 from typer.testing import CliRunner
 
+from evaluators.augment import RandAugmentBatch
+from evaluators.checkpoint import load_checkpoint
 from evaluators.data import DataSplit, load_dataset
-from evaluators.train import FullTrainConfig, train_arch
+from evaluators.train import RECIPES, FullTrainConfig, TrainStatus, train_arch
+from nas import train_view
 from nas.cli import app
 from nas.create import create_model
 from search_spaces import get_space
@@ -27,15 +32,38 @@ def fashion() -> DataSplit:
 ARCH = get_space("coatnet").baselines()["CoAtNet-0"].arch
 
 
+class Killed(Exception):
+    pass
+
+
+def _same_weights(a: Path, b: Path, name: str = "model.pt") -> None:
+    sa, sb = create_model(a / name).state_dict(), create_model(b / name).state_dict()
+    for name, tensor in sa.items():
+        torch.testing.assert_close(tensor, sb[name], atol=0, rtol=0, msg=name)
+
+
 def test_trains_and_resumes_bit_for_bit(fashion: DataSplit, tmp_path: Path) -> None:
     epochs: list[int] = []
+    statuses: list[TrainStatus] = []
+
+    def batch(status: TrainStatus) -> None:  # the folder and a first checkpoint exist before the first batch
+        assert (tmp_path / "whole" / "checkpoint.pt").exists()
+        statuses.append(status)
+
     whole = train_arch(
-        ARCH, PROFILE, fashion, tmp_path / "whole", config=CONFIG, report=lambda e, m: epochs.append(e)
+        ARCH,
+        PROFILE,
+        fashion,
+        tmp_path / "whole",
+        config=CONFIG,
+        report=lambda e, m: epochs.append(e),
+        progress=batch,
     )
     assert epochs == [1, 2] and whole["top1"] > 30  # 10 classes: chance is 10 %
-
-    class Killed(Exception):
-        pass
+    steps = 512 // 32
+    assert [(s.epoch, s.step) for s in statuses] == [(e, b) for e in (1, 2) for b in range(1, steps + 1)]
+    assert all(s.images == 32 * s.step and s.images_per_second > 0 for s in statuses)
+    assert statuses[0].seconds_left > statuses[0].epoch_seconds_left > 0 and statuses[-1].seconds_left == 0
 
     def die(epoch: int, metrics: dict[str, float]) -> None:
         raise Killed
@@ -46,19 +74,114 @@ def test_trains_and_resumes_bit_for_bit(fashion: DataSplit, tmp_path: Path) -> N
         train_arch(ARCH, PROFILE, fashion, tmp_path / "cut", config=CONFIG)
     resumed = train_arch(ARCH, PROFILE, fashion, tmp_path / "cut", config=CONFIG, resume=True)
     assert resumed["top1"] == whole["top1"]
-    a = create_model(tmp_path / "whole" / "model.pt").state_dict()
-    b = create_model(tmp_path / "cut" / "model.pt").state_dict()
-    for name, tensor in a.items():
-        torch.testing.assert_close(tensor, b[name], atol=0, rtol=0, msg=name)
+    _same_weights(tmp_path / "whole", tmp_path / "cut")
 
 
-def test_cli_trains_an_arch_file(tmp_path: Path) -> None:
+def test_a_run_killed_in_its_first_epoch_resumes_from_its_first_checkpoint(
+    fashion: DataSplit, tmp_path: Path
+) -> None:
+    config = dataclasses.replace(CONFIG, epochs=1, train_samples=128)
+    whole = train_arch(ARCH, PROFILE, fashion, tmp_path / "whole", config=config)
+
+    def die(status: TrainStatus) -> None:
+        if status.step == 3:
+            raise Killed
+
+    with pytest.raises(Killed):
+        train_arch(ARCH, PROFILE, fashion, tmp_path / "cut", config=config, progress=die)
+    resumed = train_arch(ARCH, PROFILE, fashion, tmp_path / "cut", config=config, resume=True)
+    assert resumed["top1"] == whole["top1"]
+    _same_weights(tmp_path / "whole", tmp_path / "cut")
+
+
+def test_cli_trains_an_arch_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     arch_file = tmp_path / "arch.json"
     arch_file.write_text(ARCH.to_json())
     out = tmp_path / "run"
     small = ["--epochs", "1", "--train-samples", "256", "--batch-size", "32", "--out", str(out)]
+    monkeypatch.setattr(train_view, "PLAIN_SECONDS", 1e-6)  # off a terminal: a line per batch at most
     result = CliRunner().invoke(app, ["train", str(arch_file), *small])
     assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if line.startswith("epoch 1/1 batch ")]
+    assert len(lines) == 8 and lines[-1].startswith("epoch 1/1 batch 8/8: "), result.output
+    assert all(" images/s, loss " in line and "; epoch ends in " in line for line in lines)
+    assert "epoch 1/1: top-1 " in result.output
     assert (out / "model.pt").exists() and (out / "history.json").exists()
     again = CliRunner().invoke(app, ["train", str(arch_file), "--epochs", "1", "--out", str(out)])
     assert again.exit_code == 2 and "--resume" in again.output
+
+
+def test_coatnet_recipe_trains_and_resumes_bit_for_bit(fashion: DataSplit, tmp_path: Path) -> None:
+    config = FullTrainConfig(
+        **{**RECIPES["coatnet"], "ema_decay": 0.9},
+        epochs=2,
+        batch_size=32,
+        train_samples=128,
+        warmup_epochs=0.2,
+    )
+    whole = train_arch(ARCH, PROFILE, fashion, tmp_path / "whole", config=config)
+    assert {"top1", "top1_ema"} <= whole.keys() and math.isfinite(whole["train_loss"])
+
+    def die(epoch: int, metrics: dict[str, float]) -> None:
+        raise Killed
+
+    with pytest.raises(Killed):
+        train_arch(ARCH, PROFILE, fashion, tmp_path / "cut", config=config, report=die)
+    state = load_checkpoint(tmp_path / "cut" / "checkpoint.pt", ["ema"])  # weights only, as every checkpoint
+    assert state["epoch"] == 1 and state["ema"] is not None
+    resumed = train_arch(ARCH, PROFILE, fashion, tmp_path / "cut", config=config, resume=True)
+    assert (resumed["top1"], resumed["top1_ema"]) == (whole["top1"], whole["top1_ema"])
+    _same_weights(tmp_path / "whole", tmp_path / "cut")
+    _same_weights(tmp_path / "whole", tmp_path / "cut", "model_ema.pt")
+    # the EMA is not the trained weights: it averages them
+    raw = create_model(tmp_path / "whole" / "model.pt").state_dict()
+    ema = create_model(tmp_path / "whole" / "model_ema.pt").state_dict()
+    assert any(not torch.equal(raw[k], ema[k]) for k in raw if raw[k].is_floating_point())
+
+
+def test_randaugment_on_one_channel_batches(fashion: DataSplit) -> None:
+    images = fashion.train.images[:16]  # uint8 (16, 1, 32, 32), as the batches hold them
+    assert images.dtype == torch.uint8 and images.shape[1] == 1
+    augment = RandAugmentBatch(RECIPES["coatnet"]["randaugment"], fashion.mean, fashion.img_size)
+    out = augment(images, seed=1)
+    assert out.shape == images.shape and out.dtype == torch.uint8
+    assert torch.equal(out, augment(images, seed=1)) and not torch.equal(out, augment(images, seed=2))
+    assert (out != images).flatten(1).any(1).float().mean() > 0.5  # most images changed
+    # a geometric op fills what it uncovers with the dataset's mean on the 0..255 scale; magnitude 10 keeps
+    # no bit when posterizing (which Pillow 11 refuses): 200 seeds of a black batch cover both
+    black = torch.zeros(8, 1, 32, 32, dtype=torch.uint8)
+    fill = round(255 * fashion.mean[0])
+    seen = {int(v) for s in range(200) for v in augment(black, seed=s).unique()}
+    assert fill in seen
+    strongest = RandAugmentBatch("rand-m10-n4", fashion.mean, fashion.img_size)
+    for s in range(50):
+        strongest(images, seed=s)
+
+
+def test_bad_recipe_input_is_one_sentence(tmp_path: Path) -> None:
+    arch_file = tmp_path / "arch.json"
+    arch_file.write_text(ARCH.to_json())
+    for extra, message in (
+        (["--recipe", "deit"], "recipe: unknown 'deit'; known: coatnet"),
+        (["--randaugment", "rand-x9"], "randaugment: 'rand-x9' is not a RandAugment setting"),
+        (["--mixup", "0.8", "--batch-size", "33"], "batch-size: Mixup and CutMix pair images"),
+        (["--ema-decay", "1.5"], "ema-decay: must be at least 0 and below 1"),
+    ):
+        result = CliRunner().invoke(app, ["train", str(arch_file), *extra, "--out", str(tmp_path / "x")])
+        assert result.exit_code == 2 and message in result.output, (extra, result.output)
+        assert "Traceback" not in result.output
+    assert not (tmp_path / "x").exists()
+
+
+def test_cli_trains_with_the_coatnet_recipe_and_resumes(tmp_path: Path) -> None:
+    arch_file = tmp_path / "arch.json"
+    arch_file.write_text(ARCH.to_json())
+    out = tmp_path / "run"
+    small = ["--recipe", "coatnet", "--train-samples", "256", "--batch-size", "32", "--out", str(out)]
+    result = CliRunner().invoke(app, ["train", str(arch_file), "--epochs", "1", *small])
+    assert result.exit_code == 0, result.output
+    assert (out / "model.pt").exists() and (out / "model_ema.pt").exists() and "(EMA " in result.output
+    more = CliRunner().invoke(app, ["train", str(arch_file), "--epochs", "1", "--resume", *small])
+    assert more.exit_code == 0, more.output  # the run is complete: resuming it trains nothing more
+    other = CliRunner().invoke(app, ["train", str(arch_file), "--epochs", "1", "--resume", *small[2:]])
+    assert other.exit_code == 2 and "written with other settings" in other.output

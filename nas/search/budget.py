@@ -76,7 +76,7 @@ from typing import Any, Literal
 
 from nas.bounds import shown
 
-__all__ = ["Budget", "BudgetTracker", "Session", "TrialCost", "wall_seconds"]
+__all__ = ["Budget", "BudgetTracker", "Session", "TrialCost", "human_seconds", "wall_seconds"]
 
 BudgetKind = Literal["device-seconds", "wall-seconds", "trials"]
 DeviceKind = Literal["gpu", "cpu"]
@@ -236,7 +236,7 @@ def _join(num: str, prefix: str | None, unit: str) -> str:
     return f"{num}{prefix}-{unit}" if prefix else f"{num}{unit}"
 
 
-def _human(seconds: float) -> str:
+def human_seconds(seconds: float) -> str:
     """A duration for people: ``42 s``, ``12.5 min``, ``3.2 h``, ``8 days``."""
     for unit, factor, below in (("s", 1.0, 60.0), ("min", 60.0, 3600.0), ("h", 3600.0, 172800.0)):
         if seconds < below:
@@ -472,16 +472,23 @@ class BudgetTracker:
 
     # -- deciding ------------------------------------------------------------------------------------------
 
+    def _recent(self) -> list[TrialCost]:
+        """The last ``window`` trials' charges (overhead excluded)."""
+        with self._lock:
+            return [c for c in self._charges if not c.overhead][-self.window :]
+
+    def typical_seconds(self) -> float | None:
+        """The wall seconds a trial takes: the mean over the last ``window`` trials; None before any ended."""
+        recent = self._recent()
+        return math.fsum(c.seconds for c in recent) / len(recent) if recent else None
+
     def estimate_next(self) -> float | None:
         """The expected cost of the next trial: the mean over the last ``window`` trials (overhead excluded)
         of their device-seconds, or of their wall seconds for a wall budget; None before any trial ended."""
-        with self._lock:
-            recent = [c for c in self._charges if not c.overhead][-self.window :]
-        if not recent:
-            return None
         if self.budget.kind == "wall-seconds":
-            return math.fsum(c.seconds for c in recent) / len(recent)
-        return math.fsum(c.charge for c in recent) / len(recent)
+            return self.typical_seconds()
+        recent = self._recent()
+        return math.fsum(c.charge for c in recent) / len(recent) if recent else None
 
     def can_start(self, pending: int = 0) -> bool:
         """Whether one more trial fits, with ``pending`` trials already started and not yet charged (each
@@ -556,18 +563,21 @@ class BudgetTracker:
         noun = "trial" if trials == 1 else "trials"
         if budget.kind == "trials":
             line = f"budget {budget}: {trials} of {budget.amount} trials ended"
-            line += f", {_human(self.device_seconds)} of device time spent"
+            line += f", {human_seconds(self.device_seconds)} of device time spent"
         elif budget.kind == "wall-seconds":
-            line = f"budget {budget}: {_human(self.elapsed)} of {_human(budget.amount)} of wall time passed"
+            passed = f"{human_seconds(self.elapsed)} of {human_seconds(budget.amount)}"
+            line = f"budget {budget}: {passed} of wall time passed"
             line += f", {trials} {noun} ended"
         else:
-            line = f"budget {budget}: {_human(self.device_seconds)} of {_human(budget.amount)} of "
+            line = (
+                f"budget {budget}: {human_seconds(self.device_seconds)} of {human_seconds(budget.amount)} of "
+            )
             line += f"{budget.time_label} spent on {trials} {noun}"
             if overhead:
-                line += f" and overhead ({_human(overhead)})"
+                line += f" and overhead ({human_seconds(overhead)})"
         if estimate is not None:
             what = "wall time" if budget.kind == "wall-seconds" else budget.time_label
-            line += f"; a trial takes about {_human(estimate)} of {what}"
+            line += f"; a trial takes about {human_seconds(estimate)} of {what}"
         if projected is not None and budget.kind != "trials":
             line += f"; about {projected} trials in all"
         return line

@@ -48,6 +48,7 @@ from nas.search.settings import SearchSettings
 from nas.search.storage import batched_writes, open_storage, storage_url
 from nas.search.study_file import StudyFile, StudyFileLost
 from nas.search.trial import Earlier, Known, TrialRecord, TrialRunner, run_trial
+from results.store import trial_row
 
 __all__ = ["StudyBudget", "open_study", "run_optuna", "worker_loop"]
 
@@ -285,13 +286,17 @@ def _known(trials: Sequence[FrozenTrial]) -> Known:
 
 
 def _run_one(
-    study: optuna.Study, storage: Any, runner: TrialRunner, trials: Sequence[FrozenTrial]
+    study: optuna.Study,
+    storage: Any,
+    runner: TrialRunner,
+    trials: Sequence[FrozenTrial],
+    progress: SearchProgress | None = None,
 ) -> tuple[int, TrialRecord | None]:
     """Ask one trial, run it, tell its outcome. While it runs the trial carries this worker's identity and
     heartbeat, so that a kill leaves a trial the next worker recognises as lost. The sampled parameters
     with the architecture, and the outcome's records, are each one storage transaction. A duplicate
     promotion is pruned unrun (record None); an architecture ``trials`` hold a result of is answered from
-    it (:func:`~nas.search.trial.run_trial`'s repeats)."""
+    it (:func:`~nas.search.trial.run_trial`'s repeats). ``progress`` is shown the trial while it runs."""
     trial = study.ask()
     step = None
     if runner.ladder is not None:
@@ -300,6 +305,14 @@ def _run_one(
             study.tell(trial, state=TrialState.PRUNED)
             return trial.number, None
         step = (int(trial.user_attrs.get("lineage", trial.number)), int(trial.user_attrs.get("rung", 0)))
+    number = trial.number
+    shown: dict[str, Any] = {}
+    if progress is not None:
+        progress.trial_started(number, rung=step[1] if step else None)
+        shown = {
+            "on_arch": lambda arch: progress.trial_step(number, arch=arch.key),
+            "report": lambda epoch, metrics: progress.trial_step(number, epoch=epoch),
+        }
 
     def sample() -> Arch:
         with batched_writes(storage):
@@ -315,7 +328,7 @@ def _run_one(
     # worker knows lost at once, instead of after LOST_AFTER_SECONDS without a heartbeat
     with Heartbeat(trial):  # until its outcome is told
         known = _known(trials) if step is None or step[1] == 0 else None  # a promotion trains on
-        record = run_trial(runner, sample, number=trial.number, step=step, known=known)
+        record = run_trial(runner, sample, number=number, step=step, known=known, **shown)
         with batched_writes(storage):
             attrs = record.attrs()
             for key in ("baseline", "metrics", "cost", "fail_reason", "constraints", "feasible", "rejected"):
@@ -334,6 +347,22 @@ def _run_one(
     if record.interrupted:  # --resume runs it again
         enqueue_rerun(study, next(t for t in study.get_trials(deepcopy=False) if t.number == trial.number))
     return trial.number, record
+
+
+def _show_finished(
+    progress: SearchProgress, trials: Sequence[FrozenTrial], names: Sequence[str], this_session: bool
+) -> None:
+    """Show ``progress`` the finished trials of ``trials`` it has not seen (the study's whole front)."""
+    progress.add_rows(
+        (
+            trial_row(t.number, t.state.name, t.user_attrs, dict(zip(names, t.values, strict=True)))
+            if t.values is not None
+            else trial_row(t.number, t.state.name, t.user_attrs)
+            for t in trials
+            if t.state.is_finished() and not progress.knows(t.number)
+        ),
+        this_session,
+    )
 
 
 def worker_loop(
@@ -356,6 +385,10 @@ def worker_loop(
     streak = RejectionStreak(runner.limits)
     ran, attrs, looked = 0, study.user_attrs, time.monotonic()
     watch = StudyFile(storage_url(settings), restore=worker == 0)  # the study's file removed: restore, stop
+    names = [o.name for o in settings.parsed_objectives]
+    if progress is not None:
+        progress.use_budget(budget.tracker)
+        _show_finished(progress, study.get_trials(deepcopy=False), names, this_session=False)  # earlier
     try:
         while True:
             stopping.check()  # a signal received between trials stops the worker here
@@ -363,6 +396,8 @@ def worker_loop(
             trials = study.get_trials(deepcopy=False)
             if fail_lost_trials(study, trials):  # a killed worker's trial is failed and queued again
                 continue
+            if progress is not None:  # what other workers finished meanwhile
+                _show_finished(progress, trials, names, this_session=True)
             if time.monotonic() - looked > ATTRS_SECONDS:  # other sessions' spans; set-up overhead
                 attrs, looked = study.user_attrs, time.monotonic()
                 _record_session(study, session)
@@ -377,7 +412,7 @@ def worker_loop(
                 promotion = next_promotion(rung_results(trials), runner.ladder, runner.directions)
                 if promotion is not None:
                     _enqueue_promotion(study, trials, promotion)
-            number, record = _run_one(study, storage, runner, trials)
+            number, record = _run_one(study, storage, runner, trials, progress)
             if record is None:  # a duplicate promotion, not run
                 continue
             budget.charge(number, record.cost)

@@ -232,7 +232,21 @@ class BudgetedSearcher(Searcher):
         self.numbers[trial_id] = number
         if self.ladder is not None:
             self.steps[trial_id] = (promotion.lineage, promotion.rung) if promotion else (number, 0)
+        progress = _LIVE.get(self.view, (None,))[0]
+        if progress is not None:  # shown from its start; the epochs run on a worker, unseen here
+            progress.use_budget(self.tracker)
+            rung = self.steps[trial_id][1] if trial_id in self.steps else None
+            progress.trial_started(number, rung=rung, arch=self._key_of(config))
         return {**config, _NUMBER: number}
+
+    def _key_of(self, config: dict[str, Any]) -> str:
+        """The key of the architecture a suggested config samples."""
+        import optuna
+
+        from search_spaces import get_space
+
+        params = {k: v for k, v in config.items() if k not in (_NUMBER, _STEP, _REPEAT)}
+        return get_space(self.space).sample(optuna.trial.FixedTrial(params)).key
 
     def _promotion(self) -> Any:
         """The promotion the ladder's rule asks for now (None: a new trial, or no ladder)."""
@@ -252,11 +266,7 @@ class BudgetedSearcher(Searcher):
     def _earlier(self, params: dict[str, Any]) -> Earlier | None:
         """The ledger's first result of the architecture ``params`` sample (at rung 0 on a ladder): a
         completed, not rejected, not repeated trial."""
-        import optuna
-
-        from search_spaces import get_space
-
-        key = get_space(self.space).sample(optuna.trial.FixedTrial(params)).key
+        key = self._key_of(params)
         for entry in self.ledger.trials.values():
             attrs = entry["attrs"]
             if (
@@ -515,6 +525,8 @@ def _fit(settings: SearchSettings, exp: Path, gpus: float, progress: SearchProgr
         progress,
         Session(),
     )  # the searcher (pickled with the experiment) finds them
+    if settings.resume and progress is not None:  # the whole study's front, earlier sessions' included
+        progress.add_rows(collect_ray(settings)[0].to_dict("records"))
     _start_session(settings, gpus)
     trainable = tune.with_resources(
         tune.with_parameters(ray_trial, settings=_settings_dict(settings)),
