@@ -156,6 +156,7 @@ class OneShotEvaluator:
         weights_dir: str | Path | None = None,
         workers: int = 1,
         cpus_per_worker: float = 1.0,
+        use_gpu: bool | None = None,
         dtype: torch.dtype = torch.float32,
     ) -> None:
         if data.img_size != profile.img_size:
@@ -168,8 +169,9 @@ class OneShotEvaluator:
         self.checkpoint = Path(run_dir) / "supernet.pt" if run_dir is not None else None
         self.weights_dir = weights_dir  # keep each scored network there (nas export reads them)
         # > 1: the supernet trains data-parallel in Ray Train workers (evaluators.oneshot_ray), each on
-        # cpus_per_worker CPUs (and one GPU when this evaluator's device is a GPU)
+        # cpus_per_worker CPUs and, if use_gpu (None: if this evaluator's device is a GPU), one GPU each
         self.workers, self.cpus_per_worker = workers, cpus_per_worker
+        self.use_gpu = self.device.type == "cuda" if use_gpu is None else use_gpu
         # weights and inputs; float64 only to check data-parallel training against one process, since in
         # float32 AdamW turns the rounding noise of a gradient that is zero in exact arithmetic (a BatchNorm
         # bias followed by another BatchNorm) into steps of the learning rate's size

@@ -58,7 +58,7 @@ def train_on_ray(
             f"supernet-workers: a global batch of {evaluator.config.batch_size} does not split into "
             f"{evaluator.workers} equal shares; use a batch size that {evaluator.workers} divides"
         )
-    use_gpu = evaluator.device.type == "cuda"
+    use_gpu = evaluator.use_gpu
     resources = {"CPU": evaluator.cpus_per_worker, **({"GPU": 1} if use_gpu else {})}
     scratch = None
     if evaluator.checkpoint is not None:

@@ -64,6 +64,7 @@ def _max_difference(a: OneShotEvaluator, b: OneShotEvaluator) -> tuple[float, st
     return worst, where
 
 
+@pytest.mark.slow  # about 100 s here: Ray's start, two trainings and ten scorings in float64
 def test_two_gloo_workers_train_the_weights_of_one_process(
     fashion: DataSplit, local_ray: None, tmp_path: Path
 ) -> None:
@@ -89,13 +90,13 @@ def test_two_gloo_workers_train_the_weights_of_one_process(
         assert a["loss"] == pytest.approx(b["loss"], abs=1e-4), arch.key
 
 
-def test_refuses_a_batch_that_does_not_split(fashion: DataSplit, local_ray: None) -> None:
+def test_refuses_a_batch_that_does_not_split(fashion: DataSplit) -> None:
     evaluator = _evaluator(fashion, None, workers=3)
     with pytest.raises(ValueError, match="does not split into 3 equal shares"):
         evaluator.train()
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # about 75 s here
 def test_a_killed_worker_resumes_from_its_checkpoint(
     fashion: DataSplit, local_ray: None, tmp_path: Path
 ) -> None:
