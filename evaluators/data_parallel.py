@@ -8,10 +8,14 @@ process computes on the whole batch (with BatchNorm over the global batch:
 :mod:`evaluators.global_batchnorm`).
 
 Only parameters with a gradient are reduced: a supernet step trains one path, every worker the same one, so
-the set is the same on every worker, and the others keep ``grad = None`` as in a single process. This is why
-``DistributedDataParallel`` is not used: with ``find_unused_parameters`` it reduces every bucket of the whole
-supernet, unused parameters' zeros included, and walks the autograd graph each step; it also fills unused
-gradients with zeros, and AdamW then decays and moves weights that a single process leaves alone.
+the set is the same on every worker, and the others keep ``grad = None`` as in a single process. Zero-filled
+gradients for the rest would not be the same run: AdamW decays and moves a weight whose gradient is zero, and
+leaves one without a gradient alone. ``DistributedDataParallel(find_unused_parameters=True)`` is no option
+either: on the supernet, whose paths use views of the shared weights, its reducer stops the first backward
+with "Encountered gradient which is undefined, but still allreduced by DDP reducer" (torch 2.14), and it
+would reduce every bucket of the whole supernet. Measured on the coatnet space's ``cpu`` profile (2 gloo
+processes, a global batch of 64): one step's path has 6.0 M of the supernet's 19.4 M parameters, and their
+all-reduce took 30 ms of a 372 ms step (8%).
 """
 
 from __future__ import annotations

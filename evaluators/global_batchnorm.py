@@ -19,9 +19,30 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-from torch.distributed.nn.functional import all_reduce
 
 __all__ = ["GlobalBatchNorm2d", "use_global_batchnorm"]
+
+
+class _SumOverWorkers(torch.autograd.Function):
+    """The sum of a tensor over all workers; its gradient is the sum of the workers' gradients (each worker's
+    loss depends on every worker's input through the sum). ``torch.distributed.nn.functional.all_reduce`` does
+    the same but is deprecated in this torch, for a private replacement."""
+
+    @staticmethod
+    def forward(ctx: object, t: torch.Tensor) -> torch.Tensor:
+        t = t.clone()
+        dist.all_reduce(t)
+        return t
+
+    @staticmethod
+    def backward(ctx: object, grad: torch.Tensor) -> torch.Tensor:
+        grad = grad.clone()
+        dist.all_reduce(grad)
+        return grad
+
+
+def _all_reduce(t: torch.Tensor) -> torch.Tensor:
+    return _SumOverWorkers.apply(t)
 
 
 class GlobalBatchNorm2d(nn.BatchNorm2d):
@@ -37,9 +58,9 @@ class GlobalBatchNorm2d(nn.BatchNorm2d):
         momentum = self.momentum if self.momentum is not None else 1.0 / float(self.num_batches_tracked)
         count = x.numel() // x.shape[1] * world  # equal shares: the global batch's values per channel
         dims = (0, 2, 3)
-        mean = all_reduce(x.sum(dims)) / count  # (C,)
+        mean = _all_reduce(x.sum(dims)) / count  # (C,)
         centred = x - mean[None, :, None, None]
-        var = all_reduce(centred.square().sum(dims)) / count  # biased, as the normalization uses
+        var = _all_reduce(centred.square().sum(dims)) / count  # biased, as the normalization uses
         y = centred * torch.rsqrt(var + self.eps)[None, :, None, None]
         if self.affine:
             y = y * self.weight[None, :, None, None] + self.bias[None, :, None, None]
