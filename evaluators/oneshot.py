@@ -10,7 +10,9 @@ seeded, with a checkpoint after every epoch under ``run_dir`` (``runs/<study>/su
 optimizer state, Python ``random``'s state as its tuple of ints, the data order's generator state as a
 tensor): a later ``train()`` with the same settings resumes from it, or returns at once if training had
 finished. The checkpoint is read as data, never code (:mod:`evaluators.checkpoint`); a file there that is not
-a supernet checkpoint of the same settings is refused in one sentence and left as it is.
+a supernet checkpoint of the same settings is refused in one sentence and left as it is. With ``workers`` > 1
+the same loop (:meth:`OneShotEvaluator.fit`) runs data-parallel in Ray Train workers
+(:mod:`evaluators.oneshot_ray`), which compute the weights of this process on the same global batches.
 
 ``evaluate(arch)`` extracts the architecture's path as a standalone network, recalibrates its BatchNorm
 statistics on ``bn_batches`` training batches (shared statistics belong to no single path; Guo et al.
