@@ -81,7 +81,8 @@ def _free_port() -> int:
 
 
 def test_two_gloo_processes_step_as_one(tmp_path: Path) -> None:
-    mp.start_processes(_worker, args=(_free_port(), str(tmp_path)), nprocs=2, start_method="fork")
+    # spawn, not fork: a fork after another test imported Ray (whose threads hold locks) can hang the children
+    mp.start_processes(_worker, args=(_free_port(), str(tmp_path)), nprocs=2, start_method="spawn")
     net = _net()
     x, target = _batch()
     loss = _step(net, x, target, None)
