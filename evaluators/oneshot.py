@@ -10,7 +10,9 @@ seeded, with a checkpoint after every epoch under ``run_dir`` (``runs/<study>/su
 optimizer state, Python ``random``'s state as its tuple of ints, the data order's generator state as a
 tensor): a later ``train()`` with the same settings resumes from it, or returns at once if training had
 finished. The checkpoint is read as data, never code (:mod:`evaluators.checkpoint`); a file there that is not
-a supernet checkpoint of the same settings is refused in one sentence and left as it is.
+a supernet checkpoint of the same settings is refused in one sentence and left as it is. With ``workers`` > 1
+the same loop (:meth:`OneShotEvaluator.fit`) runs data-parallel in Ray Train workers
+(:mod:`evaluators.oneshot_ray`), which compute the weights of this process on the same global batches.
 
 ``evaluate(arch)`` extracts the architecture's path as a standalone network, recalibrates its BatchNorm
 statistics on ``bn_batches`` training batches (shared statistics belong to no single path; Guo et al.
@@ -41,6 +43,7 @@ from evaluators.amp import amp_dtype, autocast, grad_scaler
 from evaluators.checkpoint import load_checkpoint, restoring, save_checkpoint
 from evaluators.complexity import pick_device
 from evaluators.data import DataSplit, loaders
+from evaluators.data_parallel import Shard
 from evaluators.proxy import TrainingDiverged, forked_rng
 from nas.arch import Arch
 from nas.create import save_model, weights_name
@@ -153,6 +156,10 @@ class OneShotEvaluator:
         run_dir: str | Path | None = None,
         device: torch.device | str | None = None,
         weights_dir: str | Path | None = None,
+        workers: int = 1,
+        cpus_per_worker: float = 1.0,
+        use_gpu: bool | None = None,
+        dtype: torch.dtype = torch.float32,
     ) -> None:
         if data.img_size != profile.img_size:
             raise ValueError(
@@ -163,6 +170,14 @@ class OneShotEvaluator:
         self.device = pick_device(device)
         self.checkpoint = Path(run_dir) / "supernet.pt" if run_dir is not None else None
         self.weights_dir = weights_dir  # keep each scored network there (nas export reads them)
+        # > 1: the supernet trains data-parallel in Ray Train workers (evaluators.oneshot_ray), each on
+        # cpus_per_worker CPUs and, if use_gpu (None: if this evaluator's device is a GPU), one GPU each
+        self.workers, self.cpus_per_worker = workers, cpus_per_worker
+        self.use_gpu = self.device.type == "cuda" if use_gpu is None else use_gpu
+        # weights and inputs; float64 only to check data-parallel training against one process, since in
+        # float32 AdamW turns the rounding noise of a gradient that is zero in exact arithmetic (a BatchNorm
+        # bias followed by another BatchNorm) into steps of the learning rate's size
+        self.dtype = dtype
         with forked_rng(self.device):
             torch.manual_seed(seed)
             self.supernet = Supernet(
@@ -171,8 +186,8 @@ class OneShotEvaluator:
                 num_classes=data.num_classes,
                 in_chans=data.in_chans,
                 img_size=profile.img_size,
-            ).to(self.device)
-        self.amp_dtype = amp_dtype(self.device)
+            ).to(self.device, dtype)
+        self.amp_dtype = amp_dtype(self.device) if dtype == torch.float32 else None
         self.trained = False
         self.info: dict[str, Any] = {}
 
@@ -180,7 +195,15 @@ class OneShotEvaluator:
 
     def settings(self) -> dict[str, Any]:
         """What a checkpoint must match to be resumed: space, profile, data, seed and the config."""
-        return _settings(self.space, self.profile, self.data, self.seed, self.config)
+        settings = _settings(self.space, self.profile, self.data, self.seed, self.config)
+        if self.dtype != torch.float32:
+            settings["dtype"] = str(self.dtype)
+        return settings
+
+    def _inputs(self, batches: Any) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """``batches`` on this evaluator's device, images in its dtype."""
+        for x, y in batches:
+            yield x.to(self.device, self.dtype, non_blocking=True), y.to(self.device, non_blocking=True)
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
         return autocast(self.device, self.amp_dtype)
@@ -194,15 +217,43 @@ class OneShotEvaluator:
 
     def train(self, report: Report | None = None) -> dict[str, Any]:
         """Train the supernet (or resume / load it from the checkpoint); returns ``train_seconds`` (this
-        call's and all calls' so far), ``epochs``, ``steps``, ``images`` (path-images trained) and
-        ``train_loss``. ``report(epoch, metrics)`` is called after every epoch."""
+        call's and all calls' so far), ``epochs``, ``steps``, ``images`` (path-images trained),
+        ``train_loss`` and ``workers``. ``report(epoch, metrics)`` is called after every epoch; with
+        ``workers`` > 1 the epochs run in Ray Train's workers, so no ``report`` is taken."""
+        state = self._load_checkpoint()
+        spent = float(state["train_seconds"]) if state is not None else 0.0
+        if self.workers > 1 and (state is None or int(state["epoch"]) < self.config.epochs):
+            if report is not None:
+                raise ValueError("report: data-parallel supernet training (workers > 1) reports no epochs")
+            from evaluators.oneshot_ray import train_on_ray
+
+            state = train_on_ray(self, state)
+            if self.checkpoint is not None:
+                save_checkpoint(state, self.checkpoint)
+        info = self.fit(state, report)
+        info["train_seconds_this_call"] = info["train_seconds"] - spent
+        info["workers"] = self.workers
+        self.info = info
+        return dict(info)
+
+    def fit(
+        self,
+        state: dict[str, Any] | None,
+        report: Report | None = None,
+        shard: Shard | None = None,
+        save: Callable[[dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any]:
+        """The training loop, from ``state`` (a checkpoint's dict; None: from the start) to the last epoch.
+        After every epoch the checkpoint's dict goes to ``save`` (default: the run directory's file). With a
+        ``shard`` this process is one worker of a data-parallel run: it trains on its share of every global
+        batch and averages gradients and losses with the others, so every worker takes the same steps."""
         cfg, net = self.config, self.supernet
+        save = save or self._save_checkpoint
         optimizer = create_optimizer_v2(net, opt="adamw", lr=cfg.lr, weight_decay=cfg.weight_decay)
         scaler = grad_scaler(self.amp_dtype)
-        rng = random.Random(self.seed)
+        rng = random.Random(self.seed)  # every worker draws the same path sequence from the same seed
         start_epoch, spent, images, steps_done, loss_value = 1, 0.0, 0, 0, math.nan
         data_state = None
-        state = self._load_checkpoint()
         if state is not None:
             with restoring(self.checkpoint, _REMEDY):
                 net.load_state_dict(state["supernet"])
@@ -239,41 +290,45 @@ class OneShotEvaluator:
         )
         if start_epoch > 1:  # the scheduler's constructor reset the learning rate to its warmup value
             scheduler.step_update(num_updates=(start_epoch - 1) * steps)
-        this_call = 0.0
         net.train()
         for epoch in range(start_epoch, cfg.epochs + 1):
             begin, total, seen = time.perf_counter(), 0.0, 0
-            for step, (x, y) in enumerate(train_batches, start=1):
-                x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
-                value = self._train_step(x, y, rng, optimizer, scaler)
+            for step, (x, y) in enumerate(self._inputs(train_batches), start=1):
+                if shard is not None:  # every worker reads the same global batch and trains on its share
+                    x, y = shard.take(x), shard.take(y)
+                value = self._train_step(x, y, rng, optimizer, scaler, shard)
                 if not math.isfinite(value):
                     raise TrainingDiverged(epoch, step, value, f"the {self.space.name} supernet")
                 scheduler.step_update(num_updates=(epoch - 1) * steps + step)
-                total += value * len(y)
-                seen += len(y)
+                global_batch = len(y) * (shard.world if shard is not None else 1)
+                total += value * global_batch
+                seen += global_batch
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
             elapsed = time.perf_counter() - begin
-            spent, this_call = spent + elapsed, this_call + elapsed
+            spent += elapsed
             images += seen * (cfg.random_paths + 2 * cfg.sandwich)
             steps_done += steps
             loss_value = total / max(seen, 1)
-            self._save_checkpoint(
-                epoch,
-                optimizer,
-                rng,
-                train_batches.generator.get_state(),
-                spent,
-                images,
-                steps_done,
-                loss_value,
+            save(
+                {
+                    "settings": self.settings(),
+                    "epoch": epoch,
+                    "supernet": self.supernet.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "rng": rng.getstate(),  # (version, tuple of 625 ints, gauss_next): plain values
+                    "data_rng": train_batches.generator.get_state(),
+                    "train_seconds": spent,
+                    "images": images,
+                    "steps": steps_done,
+                    "train_loss": loss_value,
+                }
             )
             if report is not None:
                 report(epoch, {"train_loss": loss_value, "train_seconds": spent})
         self.trained = True
-        self.info = {
+        return {
             "train_seconds": spent,
-            "train_seconds_this_call": this_call,
             "epochs": cfg.epochs,
             "steps": steps_done,
             "images": images,
@@ -281,7 +336,6 @@ class OneShotEvaluator:
             "params": sum(p.numel() for p in net.parameters()),
             "device": str(self.device),
         }
-        return dict(self.info)
 
     def _train_step(
         self,
@@ -290,6 +344,7 @@ class OneShotEvaluator:
         rng: random.Random,
         optimizer: torch.optim.Optimizer,
         scaler: torch.amp.GradScaler | None,
+        shard: Shard | None = None,
     ) -> float:
         cfg, net = self.config, self.supernet
         optimizer.zero_grad(set_to_none=True)
@@ -305,11 +360,16 @@ class OneShotEvaluator:
                     loss = F.cross_entropy(logits, teacher)
             if i == 0:
                 first = loss.item()
-                if not math.isfinite(first):
+                # a worker alone may stop at a non-finite loss; workers must all reach the all-reduce
+                if shard is None and not math.isfinite(first):
                     return first
                 if cfg.sandwich:
                     teacher = logits.detach().float().softmax(-1)
             (scaler.scale(loss) if scaler is not None else loss).backward()
+        if shard is not None:
+            first = shard.average(net, first)
+            if not math.isfinite(first):
+                return first
         if scaler is not None:
             scaler.step(optimizer)
             scaler.update()
@@ -317,39 +377,18 @@ class OneShotEvaluator:
             optimizer.step()
         return first
 
-    def _save_checkpoint(
-        self,
-        epoch: int,
-        optimizer: torch.optim.Optimizer,
-        rng: random.Random,
-        data_rng: torch.Tensor,
-        spent: float,
-        images: int,
-        steps: int,
-        loss: float,
-    ) -> None:
-        if self.checkpoint is None:
-            return
-        save_checkpoint(
-            {
-                "settings": self.settings(),
-                "epoch": epoch,
-                "supernet": self.supernet.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "rng": rng.getstate(),  # (version, tuple of 625 ints, gauss_next): plain values
-                "data_rng": data_rng,
-                "train_seconds": spent,
-                "images": images,
-                "steps": steps,
-                "train_loss": loss,
-            },
-            self.checkpoint,
-        )
+    def _save_checkpoint(self, state: dict[str, Any]) -> None:
+        if self.checkpoint is not None:
+            save_checkpoint(state, self.checkpoint)
+
+    def read_checkpoint(self, path: Path) -> dict[str, Any]:
+        """The supernet checkpoint at ``path``; refused in one sentence unless it has this run's settings."""
+        return _read_checkpoint(path, self.settings())
 
     def _load_checkpoint(self) -> dict[str, Any] | None:
         if self.checkpoint is None or not self.checkpoint.exists():
             return None
-        return _read_checkpoint(self.checkpoint, self.settings())
+        return self.read_checkpoint(self.checkpoint)
 
     # ------------------------------------------------------------------------------------------ scoring
 
@@ -369,11 +408,11 @@ class OneShotEvaluator:
             val_samples=self.profile.val_samples,
             device=self.device,
         )
-        batches = _take(iter(train_batches), cfg.bn_batches + cfg.finetune_steps)
+        batches = _take(self._inputs(train_batches), cfg.bn_batches + cfg.finetune_steps)
         if cfg.finetune_steps:
             self._finetune(model, batches[: cfg.finetune_steps])
         _recalibrate_bn(model, batches[cfg.finetune_steps :], self._autocast)
-        metrics = self._validate(model, val_batches)
+        metrics = self._validate(model, self._inputs(val_batches))
         metrics["eval_seconds"] = time.perf_counter() - start
         metrics["arch"] = model.arch.key
         if self.weights_dir is not None:  # the inherited, recalibrated weights: what was scored

@@ -57,6 +57,7 @@ class EvaluatorSpec:
     default_objectives: tuple[str, ...] = ("top1:max", "macs:min")  # a search's when it names none
     ladder: bool = False  # trains in spans continued from checkpoints (evaluate(..., fidelity=...))
     checker: str | None = None  # ``module:name``: refuses the run folder's files it would read at set-up
+    data_parallel: bool = False  # its set-up trains in --supernet-workers Ray Train workers
 
     @property
     def objectives(self) -> frozenset[str]:
@@ -90,7 +91,8 @@ class EvaluatorSpec:
     def build(self, config: Any, **context: Any) -> Evaluator | None:
         """The evaluator for one worker (None for one that only counts). ``context`` holds ``space``,
         ``profile``, ``data`` (a thunk: called only by evaluators that train), ``seed``, ``device``,
-        ``run_dir`` and ``weights_dir``."""
+        ``run_dir``, ``weights_dir``, and for a data-parallel set-up ``workers``, ``cpus_per_worker`` and
+        ``use_gpu`` (whether each worker holds a GPU)."""
         return _resolve(self.builder)(config, **context) if self.builder else None
 
     def check(self, config: Any, **context: Any) -> None:
@@ -141,8 +143,12 @@ def build_oneshot(
     device: Any,
     run_dir: Path,
     weights_dir: Path,
+    workers: int = 1,
+    cpus_per_worker: float = 1.0,
+    use_gpu: bool | None = None,
 ) -> Any:
-    """The one-shot evaluator with its supernet trained (or loaded from ``run_dir``'s checkpoint)."""
+    """The one-shot evaluator with its supernet trained (in ``workers`` Ray Train workers when more than 1)
+    or loaded from ``run_dir``'s checkpoint."""
     from evaluators.oneshot import OneShotEvaluator
 
     evaluator = OneShotEvaluator(
@@ -154,6 +160,9 @@ def build_oneshot(
         run_dir=run_dir,
         device=device,
         weights_dir=weights_dir,
+        workers=workers,
+        cpus_per_worker=cpus_per_worker,
+        use_gpu=use_gpu,
     )
     evaluator.train()
     return evaluator
@@ -183,6 +192,7 @@ EVALUATORS: dict[str, EvaluatorSpec] = {
             builder="evaluators.registry:build_oneshot",
             needs_setup=True,
             checker="evaluators.oneshot:check_supernet",
+            data_parallel=True,
         ),
     )
 }

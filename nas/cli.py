@@ -448,6 +448,13 @@ def search(
         float | None, typer.Option(help="CPUs each trial holds (Ray). \\[default: 1]")
     ] = None,
     concurrency: Annotated[int | None, typer.Option(help="Trials at once (Ray). \\[default: 1]")] = None,
+    supernet_workers: Annotated[
+        int | None,
+        typer.Option(help="Ray Train workers that train the one-shot supernet data-parallel. \\[default: 1]"),
+    ] = None,
+    cpus_per_worker: Annotated[
+        float | None, typer.Option(help="CPUs each supernet worker holds (Ray). \\[default: 1]")
+    ] = None,
     trial_timeout: Annotated[float | None, typer.Option(help="Seconds after which a trial fails.")] = None,
     macs_img_size: Annotated[
         int | None, typer.Option(help="Image size of the MACs/params objectives. \\[default: 224]")
@@ -514,6 +521,8 @@ def search(
             gpus_per_trial=gpus_per_trial,
             cpus_per_trial=cpus_per_trial,
             concurrency=concurrency,
+            supernet_workers=supernet_workers,
+            cpus_per_worker=cpus_per_worker,
             trial_timeout=trial_timeout,
             macs_img_size=macs_img_size,
             max_macs=max_macs,

@@ -142,6 +142,9 @@ class Supernet(nn.Module):
         self.num_classes, self.in_chans = num_classes, in_chans
         self.img_size = img_size or (profile.img_size if profile is not None else 224)
         self.cache_size = cache_size
+        # called with each path's network when it is built (data-parallel training makes its BatchNorm
+        # layers normalize over the global batch, evaluators.global_batchnorm)
+        self.path_hook: Callable[[nn.Module], None] | None = None
         self._paths: OrderedDict[str, _Path] = OrderedDict()
         self._active: _Path | None = None
         self.weights = nn.ModuleDict()  # group -> module holding that group's shared tensors
@@ -232,6 +235,8 @@ class Supernet(nn.Module):
         proxy, slots = self._proxy(arch), self.space.stage_slots(arch)
         net = self._meta_net(arch)
         _mark_fused(net)
+        if self.path_hook is not None:
+            self.path_hook(net)
         bindings = []
         modules = dict(net.named_modules())
         for name, tensor, _ in list(_state(net)):
@@ -279,10 +284,10 @@ class Supernet(nn.Module):
     def extract(self, arch: Arch) -> NasNet:
         """A standalone network for ``arch`` with copies of its path's weights: same device, same outputs."""
         state = {name: t.detach().clone() for name, t in self.path_tensors(arch).items()}
-        model = self._real_net(arch)
+        shared = next(iter(self.parameters()))
+        model = self._real_net(arch).to(dtype=shared.dtype)  # loading would cast the weights to its dtype
         model.load_state_dict(state, strict=True)
-        device = next(iter(self.parameters())).device
-        return model.to(device).train(self.training)
+        return model.to(shared.device).train(self.training)
 
     def sample(self, rng: random.Random | int) -> Arch:
         """A uniformly random architecture of the space (see ``SearchSpace.sample_random``)."""

@@ -433,6 +433,8 @@ SIZE_CASES = [
     *whole_cases("search", _search_with, "--min-fidelity", 1, bounds.MAX_IMAGES),
     *number_cases("search", _search_with, "--trial-timeout", bounds.MAX_TRIAL_SECONDS, above=True),
     *number_cases("search", _search_with, "--cpus-per-trial", bounds.MAX_CPUS_PER_TRIAL, above=True),
+    *whole_cases("search", _search_with, "--supernet-workers", 1, bounds.MAX_WORKERS),
+    *number_cases("search", _search_with, "--cpus-per-worker", bounds.MAX_CPUS_PER_TRIAL, above=True),
     *number_cases("search", _search_with, "--gpus-per-trial", bounds.MAX_GPUS_PER_TRIAL, above=False),
     # the network a command builds
     *whole_cases("cost", _with("cost", "{hybrid}"), "--img-size", 1, bounds.MAX_IMG_SIZE),
@@ -704,6 +706,21 @@ CLI_CASES = [
         search(study=FRESH, backend="ray", cpus_per_trial="1000"),
         "cpus-per-trial: 1000 CPUs per trial, but a local Ray has this machine's",
         id="search-ray-local-too-many-cpus",
+    ),
+    pytest.param(
+        search(study=FRESH, backend="ray", evaluator="oneshot", objectives=None, supernet_workers="1000"),
+        "supernet-workers: 1000 workers of 1 CPUs, but a local Ray has this machine's",
+        id="search-ray-local-too-many-supernet-workers",
+    ),
+    pytest.param(
+        search(study=FRESH, supernet_workers="2"),
+        "supernet-workers: the complexity evaluator trains no supernet; use --evaluator oneshot",
+        id="search-supernet-workers-without-a-supernet",
+    ),
+    pytest.param(
+        search(study=FRESH, evaluator="oneshot", objectives=None, supernet_workers="2"),
+        "supernet-workers: the supernet trains in Ray Train workers, so it needs --backend ray",
+        id="search-supernet-workers-without-ray",
     ),
     pytest.param(
         search(study=FRESH, backend="ray", budget="1gpu-hours", gpus_per_trial="0"),

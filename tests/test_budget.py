@@ -189,6 +189,18 @@ def test_trial_cost_charges_seconds_times_devices() -> None:
     assert TrialCost.from_dict(json.loads(json.dumps(cost.to_dict()))) == cost
 
 
+def test_a_data_parallel_set_up_is_charged_per_worker() -> None:
+    """--supernet-workers: workers x wall seconds x the devices each holds, on GPUs and on CPUs (overhead
+    only: a CPU trial still holds 1 device)."""
+    on_gpus = TrialCost.of(10.0, gpus=1, overhead=True, workers=8)
+    assert on_gpus == TrialCost(10.0, 8, "gpu", overhead=True) and on_gpus.charge == 80.0
+    on_cpus = TrialCost.of(10.0, overhead=True, workers=2)
+    assert on_cpus == TrialCost(10.0, 2, "cpu", overhead=True) and on_cpus.charge == 20.0
+    assert TrialCost.from_dict(json.loads(json.dumps(on_cpus.to_dict()))) == on_cpus
+    with pytest.raises(ValueError, match="CPU trial holds 1 device"):
+        TrialCost.of(10.0, workers=2)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [

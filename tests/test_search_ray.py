@@ -130,3 +130,29 @@ def test_ray_workers_get_absolute_folders(tmp_path: Path, monkeypatch: pytest.Mo
     sent = _settings_dict(settings)
     assert sent["runs_dir"] == str(tmp_path / "runs") and sent["data_dir"] == str(tmp_path / "data")
     assert sent["dataset"] == f"imagefolder:{tmp_path / 'images'}"
+
+
+@pytest.mark.slow  # about 50 s here: the supernet's two Ray Train workers start, train and stop
+def test_a_supernet_on_two_workers_is_charged_per_worker(local_ray, tmp_path: Path) -> None:
+    """--supernet-workers 2 --cpus-per-worker 1: the set-up task holds no CPU, so the two workers fit the
+    2-CPU Ray; the set-up is one overhead charge of 2 devices, and the trials score the supernet it wrote."""
+    outcome = run_search(
+        _settings(
+            tmp_path,
+            study="ddp",
+            backend="ray",
+            evaluator="oneshot",
+            objectives=("top1:max", "macs"),
+            dataset="synthetic",
+            budget="2trials",
+            baselines=False,
+            evaluator_config={"epochs": 1, "train_samples": 64, "batch_size": 32, "bn_batches": 1},
+            supernet_workers=2,
+            cpus_per_worker=1,
+        )
+    )
+    assert (outcome.trials["state"] == "COMPLETE").all() and len(outcome.trials) == 2
+    spent = json.loads((outcome.run_dir / "manifest.json").read_text())["budget"]["spent"]
+    overhead = [c for c in spent["charges"] if c["overhead"]]
+    assert [(c["label"], c["devices"]) for c in overhead] == [("oneshot set-up (2 workers)", 2)]
+    assert (outcome.run_dir / "supernet.pt").exists()

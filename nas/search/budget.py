@@ -253,7 +253,8 @@ def _one_decimal(value: float) -> str:
 class TrialCost:
     """What one trial (or one piece of overhead, such as supernet training) cost.
 
-    ``seconds`` is its wall time, ``devices`` the devices it held (its GPUs on a GPU, always 1 on a CPU),
+    ``seconds`` is its wall time, ``devices`` the devices it held (its GPUs on a GPU, 1 on a CPU, or on a CPU
+    the worker processes of overhead trained data-parallel, such as a supernet on ``--supernet-workers``),
     ``device`` their kind. ``overhead`` marks work that is no trial: it spends device-seconds, but does not
     count as a trial nor enter the estimate of the next trial's cost.
     """
@@ -277,7 +278,7 @@ class TrialCost:
             raise ValueError(
                 f"{self.label}: devices must be a whole number of at least 1, not {self.devices!r}"
             )
-        if self.device == "cpu" and self.devices != 1:
+        if self.device == "cpu" and self.devices != 1 and not self.overhead:
             raise ValueError(f"{self.label}: a CPU trial holds 1 device, not {self.devices}")
 
     @classmethod
@@ -288,11 +289,13 @@ class TrialCost:
         label: str = "trial",
         overhead: bool = False,
         rung: int | None = None,
+        workers: int = 1,
     ) -> TrialCost:
-        """The cost of ``seconds`` on ``gpus`` GPUs, or on the CPU (1 device) when ``gpus`` is 0."""
+        """The cost of ``seconds`` on ``gpus`` GPUs, or on the CPU (1 device) when ``gpus`` is 0, in each of
+        ``workers`` data-parallel processes."""
         if gpus:
-            return cls(seconds, gpus, "gpu", label, overhead, rung)
-        return cls(seconds, 1, "cpu", label, overhead, rung)
+            return cls(seconds, gpus * workers, "gpu", label, overhead, rung)
+        return cls(seconds, workers, "cpu", label, overhead, rung)
 
     @property
     def charge(self) -> float:

@@ -96,6 +96,7 @@ def _check_ray(settings: SearchSettings) -> None:
         )
     if settings.address in (None, "local"):  # a local Ray has this machine's CPUs and GPUs, no more
         _check_local_resources(settings.cpus_per_trial, gpus)
+        _check_local_supernet_workers(settings, gpus)
     elif settings.address != "auto":
         _check_reachable(settings.address)
 
@@ -115,6 +116,25 @@ def _check_local_resources(cpus: float, gpus: float) -> None:
                 "so no trial could start; give --gpus-per-trial 0 (and a cpu or plain time budget) or "
                 "--address of a cluster"
             )
+
+
+def _check_local_supernet_workers(settings: SearchSettings, gpus: float) -> None:
+    """The supernet's Ray Train workers fit in a local Ray: each holds --cpus-per-worker CPUs (and a GPU)."""
+    workers = settings.supernet_workers
+    if workers < 2:
+        return
+    have_cpus = os.cpu_count() or 1
+    if workers * settings.cpus_per_worker > have_cpus:
+        raise ValueError(
+            f"supernet-workers: {workers} workers of {settings.cpus_per_worker:g} CPUs, but a local Ray has "
+            f"this machine's {have_cpus}, so the supernet could never start; give fewer workers, a smaller "
+            "--cpus-per-worker or --address of a cluster"
+        )
+    if gpus and workers > _cuda_devices():
+        raise ValueError(
+            f"supernet-workers: {workers} workers of 1 GPU each, but a local Ray has this machine's "
+            f"{_cuda_devices()}; give at most that or --address of a cluster"
+        )
 
 
 def _check_reachable(address: str) -> None:

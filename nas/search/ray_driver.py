@@ -484,8 +484,15 @@ def _start_session(settings: SearchSettings, gpus: float) -> None:
     path = ledger_path(settings)
     _append(path, {"budget": settings.budget})
     if settings.evaluator_spec.needs_setup:
-        task = ray.remote(num_cpus=settings.cpus_per_trial, num_gpus=gpus)(_setup_task)
-        cost = ray.get(task.remote(_settings_dict(settings)))
+        config = _settings_dict(settings)
+        if settings.supernet_workers > 1 and settings.evaluator_spec.data_parallel:
+            # the task only starts the Ray Train workers, which hold the CPUs and GPUs; they need to know
+            # whether trials hold GPUs as this driver resolved it, not as the task (without one) would
+            task = ray.remote(num_cpus=0, num_gpus=0)(_setup_task)
+            config["gpus_per_trial"] = gpus
+        else:
+            task = ray.remote(num_cpus=settings.cpus_per_trial, num_gpus=gpus)(_setup_task)
+        cost = ray.get(task.remote(config))
         if cost is not None:
             _append(path, {"overhead": cost})
 

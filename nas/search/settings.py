@@ -94,6 +94,8 @@ class SearchSettings:
     address: str | None = None  # Ray: "auto", "ray://host:10001", or None for a local Ray
     gpus_per_trial: float | None = None  # None: 1 when CUDA is present, else 0
     cpus_per_trial: float = 1.0
+    supernet_workers: int = 1  # > 1: a one-shot supernet trains data-parallel in Ray Train workers
+    cpus_per_worker: float = 1.0  # CPUs of each supernet worker (Ray)
     concurrency: int = 1
     trial_timeout: float | None = None  # seconds; a trial running longer fails
     max_macs: str | float | None = None  # hard limits (nas.search.constraints): "4.2G", "25M", "12ms"
@@ -156,6 +158,16 @@ class SearchSettings:
                     f"address: {self.address!r} is not a Ray cluster's address; use auto, "
                     "ray://HOST:PORT (Ray Client) or HOST:PORT (the head's GCS port)"
                 )
+        if self.supernet_workers > 1 and not evaluator.data_parallel:
+            parallel = [e.name for e in EVALUATORS.values() if e.data_parallel]
+            raise ValueError(
+                f"supernet-workers: the {evaluator.name} evaluator trains no supernet; use --evaluator "
+                f"{' / '.join(parallel)} or drop --supernet-workers"
+            )
+        if self.supernet_workers > 1 and self.backend != "ray":
+            raise ValueError(
+                "supernet-workers: the supernet trains in Ray Train workers, so it needs --backend ray"
+            )
         if self.backend == "ray" and self.workers != 1:
             raise ValueError("workers: with --backend ray, parallelism is --concurrency (trials at once)")
         if self.backend != "ray" and self.concurrency != 1:
@@ -203,6 +215,8 @@ class SearchSettings:
         whole("concurrency", self.concurrency, 1, MAX_WORKERS)
         whole("latency-batch", self.latency_batch, 1, MAX_BATCH)
         number("cpus-per-trial", self.cpus_per_trial, 0, MAX_CPUS_PER_TRIAL, above=True)
+        whole("supernet-workers", self.supernet_workers, 1, MAX_WORKERS)
+        number("cpus-per-worker", self.cpus_per_worker, 0, MAX_CPUS_PER_TRIAL, above=True)
         if self.gpus_per_trial is not None:
             number("gpus-per-trial", self.gpus_per_trial, 0, MAX_GPUS_PER_TRIAL)
         if self.trial_timeout is not None:
@@ -354,6 +368,8 @@ _FIELD_TYPES: dict[str, tuple[Any, ...]] = {
     "address": (str, _OPTIONAL),
     "gpus_per_trial": (_NUMBER, _OPTIONAL),
     "cpus_per_trial": (_NUMBER,),
+    "supernet_workers": (int,),
+    "cpus_per_worker": (_NUMBER,),
     "concurrency": (int,),
     "trial_timeout": (_NUMBER, _OPTIONAL),
     "max_macs": (str, _NUMBER, _OPTIONAL),

@@ -196,11 +196,31 @@ class TrialRunner:
     def device_kind(self) -> str:
         return "gpu" if self.gpus else "cpu"
 
+    @property
+    def supernet_workers(self) -> int:
+        """Ray Train workers that train the evaluator's set-up data-parallel (1: this process does)."""
+        return self.settings.supernet_workers if self.spec.data_parallel else 1
+
+    @property
+    def supernet_gpus(self) -> bool:
+        """Whether each supernet worker holds a GPU: ``--gpus-per-trial`` > 0 as the driver resolved it, else
+        whether this process has CUDA."""
+        if self.settings.gpus_per_trial is not None:
+            return self.settings.gpus_per_trial > 0
+        return self.device.type == "cuda"
+
     def cost(
-        self, seconds: float, label: str = "trial", overhead: bool = False, rung: int | None = None
+        self,
+        seconds: float,
+        label: str = "trial",
+        overhead: bool = False,
+        rung: int | None = None,
+        workers: int = 1,
     ) -> TrialCost:
-        """What ``seconds`` of this worker's time cost: the one charge formula of both engines."""
-        return TrialCost.of(seconds, gpus=self.gpus, label=label, overhead=overhead, rung=rung)
+        """What ``seconds`` of this worker's time (or of ``workers`` data-parallel processes, each on a GPU
+        when trials are) cost: the one charge formula of both engines."""
+        gpus = self.gpus if workers == 1 else int(self.supernet_gpus)
+        return TrialCost.of(seconds, gpus=gpus, label=label, overhead=overhead, rung=rung, workers=workers)
 
     @property
     def ladder(self) -> Any:
@@ -254,11 +274,16 @@ class TrialRunner:
             device=self._device,
             run_dir=self.settings.run_dir,
             weights_dir=self.weights_dir,
+            workers=self.supernet_workers,
+            cpus_per_worker=self.settings.cpus_per_worker,
+            use_gpu=self.supernet_gpus,
         )
         self._prepared = True
         if not self.spec.needs_setup:
             return None
-        return self.cost(time.perf_counter() - start, label=f"{self.spec.name} set-up", overhead=True)
+        workers = self.supernet_workers
+        label = f"{self.spec.name} set-up" + (f" ({workers} workers)" if workers > 1 else "")
+        return self.cost(time.perf_counter() - start, label=label, overhead=True, workers=workers)
 
     @property
     def latency_table(self) -> Any:
