@@ -84,6 +84,7 @@ def test_a_laddered_search_promotes_by_the_rule_and_fronts_the_top_rung(tmp_path
     assert checkpoints == {f"{int(r.lineage)}/rung{int(r.rung)}.pt" for r in done.itertuples()}
 
 
+@pytest.mark.slow  # 55 s in the full run: the default run keeps the rule's replay over a real search
 def test_two_workers_promote_asynchronously(tmp_path: Path) -> None:
     outcome = run_search(_settings(tmp_path, workers=2, budget="10trials"))
     done = _check_ladder(outcome.trials)
@@ -131,6 +132,7 @@ def _running_promotion(db: Path) -> bool:
     return any(json.loads(v) > 0 for (v,) in rows)
 
 
+@pytest.mark.slow  # 136 s in the full run; test_kill_resume covers kills by default
 @pytest.mark.integration
 @pytest.mark.timeout(2400)  # 46 s on a quiet 2-core machine, 650 s beside another suite: room for both waits
 def test_a_kill_mid_ladder_loses_no_finished_rung(tmp_path: Path) -> None:
