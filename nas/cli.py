@@ -221,19 +221,23 @@ def spaces() -> None:
         console.print(table)
 
 
+# `nas cost` and `nas baselines`: how MACs are counted (evaluators.complexity.CONVENTIONS)
+_Convention = Annotated[
+    str,
+    typer.Option(
+        help="How MACs are counted: fvcore (multiply-adds only, as every search counts them) or paper "
+        "(plus the attention maps' element-wise work and SASA's relative logits as its Eq. 3 writes "
+        "them; see evaluators/complexity.py)."
+    ),
+]
+
+
 @app.command()
 def baselines(
     space: Annotated[str, typer.Option(help="Search space name (see `nas spaces`).")] = "coatnet",
     img_size: Annotated[int, typer.Option(help="Input side in pixels.")] = 224,
     fmt: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
-    convention: Annotated[
-        str,
-        typer.Option(
-            help="How MACs are counted: fvcore (multiply-adds only, as every search counts them) or paper "
-            "(plus the attention maps' element-wise work and SASA's relative logits as its Eq. 3 writes "
-            "them; see evaluators/complexity.py)."
-        ),
-    ] = "fvcore",
+    convention: _Convention = "fvcore",
 ) -> None:
     """Params and MACs of every baseline of a space beside the paper's figures (in the paper's convention)."""
     import csv
@@ -324,14 +328,7 @@ def cost(
     img_size: Annotated[int, typer.Option(help="Input side in pixels.")] = 224,
     num_classes: Annotated[int, typer.Option(help="Classifier outputs.")] = 1000,
     fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
-    convention: Annotated[
-        str,
-        typer.Option(
-            help="How MACs are counted: fvcore (multiply-adds only, as every search counts them) or paper "
-            "(plus the attention maps' element-wise work and SASA's relative logits as its Eq. 3 writes "
-            "them; see evaluators/complexity.py)."
-        ),
-    ] = "fvcore",
+    convention: _Convention = "fvcore",
 ) -> None:
     """Params and MACs of an architecture, in total and per stage."""
     import json

@@ -108,9 +108,8 @@ def _analytic(name: str, k: int, memory: int) -> int:
     return N * C_IN * 3 * C_OUT + N * C_OUT * (2 * k * k + k)
 
 
-@pytest.mark.parametrize("name", ["conv", "rel", "ext", "local"])
-@pytest.mark.parametrize("k", [3, 7])
-def test_each_mixer_matches_its_analytic_formula(name: str, k: int) -> None:
+def _mixer(name: str, k: int) -> nn.Module:
+    """The ``name`` mixer from C_IN to C_OUT channels on an H x W map (16 memory slots for ``ext``)."""
     cfg = MixerCfg(
         name,
         heads=None if name == "conv" else HEADS,
@@ -118,7 +117,13 @@ def test_each_mixer_matches_its_analytic_formula(name: str, k: int) -> None:
         memory=16 if name == "ext" else None,
         feat_size=(H, W),
     )
-    mixer = MIXERS.get(name)(C_IN, C_OUT, cfg, 1)
+    return MIXERS.get(name)(C_IN, C_OUT, cfg, 1)
+
+
+@pytest.mark.parametrize("name", ["conv", "rel", "ext", "local"])
+@pytest.mark.parametrize("k", [3, 7])
+def test_each_mixer_matches_its_analytic_formula(name: str, k: int) -> None:
+    mixer = _mixer(name, k)
     assert macs_of(mixer, torch.randn(1, C_IN, H, W)) == pytest.approx(_analytic(name, k, 16), rel=0.02)
 
 
@@ -306,14 +311,7 @@ def _extra_map_macs(name: str, k: int, memory: int) -> int:
 @pytest.mark.parametrize("name", ["conv", "rel", "ext", "local"])
 def test_the_paper_convention_adds_the_attention_maps_work(name: str) -> None:
     k = 5
-    cfg = MixerCfg(
-        name,
-        heads=None if name == "conv" else HEADS,
-        k=k if name in ("conv", "local") else None,
-        memory=16 if name == "ext" else None,
-        feat_size=(H, W),
-    )
-    mixer = MIXERS.get(name)(C_IN, C_OUT, cfg, 1).eval()
+    mixer = _mixer(name, k).eval()
     x = torch.randn(1, C_IN, H, W)
     with torch.no_grad():
         fvcore, paper = (flop_count_analysis(mixer, x, c).total() for c in ("fvcore", "paper"))
