@@ -32,7 +32,7 @@ from nas.atomic import scratch_folder
 from nas.search.objectives import parse_objectives
 from results.pareto import pareto_front
 from results.report import load_run
-from results.store import at_top_rung, top_rung
+from results.store import at_top_rung, feasible_rows, top_rung
 
 __all__ = ["export_trials", "front_numbers", "prune_weights"]
 
@@ -47,10 +47,12 @@ def _points(frame: pd.DataFrame, names: Sequence[str]) -> dict[int, list[float]]
 
 
 def front_numbers(frame: pd.DataFrame, objectives: Sequence[str], top: int | None = None) -> list[int]:
-    """Trial numbers on the Pareto front of the declared objectives (``name:direction`` specs); on a
-    fidelity ladder (``top``: its top rung) of the top rung's results only."""
+    """Trial numbers on the Pareto front of the declared objectives (``name:direction`` specs) among the
+    feasible trials, as the report draws it; on a fidelity ladder (``top``: its top rung) of the top rung's
+    results only."""
     parsed = parse_objectives(list(objectives))
-    points = _points(frame[at_top_rung(frame, top)], [o.name for o in parsed])
+    keep = [ok and up for ok, up in zip(feasible_rows(frame), at_top_rung(frame, top), strict=True)]
+    points = _points(frame[keep], [o.name for o in parsed])
     numbers = sorted(points)
     front = pareto_front([points[n] for n in numbers], [o.direction for o in parsed])
     return [numbers[i] for i in front]

@@ -58,7 +58,7 @@ from results.arch_drawing import arch_svg
 from results.importance import FRONT, ChoiceImportance, choice_importance
 from results.pareto import dominates, hypervolume_history, pareto_front
 from results.plot_layout import Box, integer_step, log_ticks, place_labels
-from results.store import at_top_rung, top_rung
+from results.store import at_top_rung, feasible_rows, top_rung
 
 __all__ = ["baseline_labels", "ideal_point", "load_run", "reference_point", "write_report"]
 
@@ -171,18 +171,12 @@ def _points(frame: pd.DataFrame, objectives: Sequence[Objective]) -> list[list[f
     return out
 
 
-def _feasible(frame: pd.DataFrame) -> list[bool]:
-    """Whether each row met the search's limits (a table from before limits existed: every row did)."""
-    if "feasible" not in frame:
-        return [True] * len(frame)
-    return [value is not False and str(value).lower() != "false" for value in frame["feasible"]]
-
-
 def feasible_fractions(frame: pd.DataFrame, parts: int = 4) -> list[float]:
     """The fraction of sampled trials (baselines aside) within the limits, in each of ``parts`` equal
     stretches of the search in trial order."""
     frame = frame.sort_values("number", kind="stable")
-    ok = _feasible(frame[(frame["baseline"].fillna("").astype(str) == "") & frame["state"].isin(_SAMPLED)])
+    sampled = frame[(frame["baseline"].fillna("").astype(str) == "") & frame["state"].isin(_SAMPLED)]
+    ok = feasible_rows(sampled)
     size = len(ok) / parts
     chunks = [ok[round(i * size) : round((i + 1) * size)] for i in range(parts)]
     return [sum(c) / len(c) for c in chunks if c]
@@ -208,7 +202,7 @@ def analyse(frame: pd.DataFrame, manifest: dict[str, Any]) -> dict[str, Any]:
     directions = [o.direction for o in objectives]
     frame = frame.sort_values("number", kind="stable").reset_index(drop=True)
     points = _points(frame, objectives)
-    feasible = _feasible(frame)
+    feasible = feasible_rows(frame)
     top = top_rung(manifest.get("settings") or {})
     on_top = at_top_rung(frame, top)
     done = [i for i, p in enumerate(points) if p is not None]

@@ -29,6 +29,7 @@ from nas.atomic import replaced
 __all__ = [
     "COLUMNS",
     "at_top_rung",
+    "feasible_rows",
     "frame_from_rows",
     "save_trials",
     "top_rung",
@@ -112,6 +113,14 @@ def at_top_rung(frame: pd.DataFrame, top: int | None) -> list[bool]:
     if "rung" not in frame:
         return [False] * len(frame)
     return [bool(pd.notna(rung) and int(rung) == top) for rung in frame["rung"]]
+
+
+def feasible_rows(frame: pd.DataFrame) -> list[bool]:
+    """Whether each row met the search's limits (a table from before limits existed: every row did); the
+    front, wherever it is drawn or exported, is of feasible rows only."""
+    if "feasible" not in frame:
+        return [True] * len(frame)
+    return [value is not False and str(value).lower() != "false" for value in frame["feasible"]]
 
 
 def frame_from_rows(rows: Sequence[dict[str, Any]], objectives: Sequence[str]) -> pd.DataFrame:

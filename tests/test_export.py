@@ -181,3 +181,20 @@ def test_onnx_without_its_packages_is_one_sentence(monkeypatch: pytest.MonkeyPat
     ):
         standalone.check_format("onnx")
     standalone.check_format("export")  # the other formats need nothing more
+
+
+def test_the_exported_front_is_of_feasible_trials_as_the_report_draws_it() -> None:
+    """A baseline evaluated over a search's limit dominates nothing on the front (results.report's rule)."""
+    table = pd.DataFrame(
+        {
+            "number": [0, 1, 2, 3],
+            "state": ["COMPLETE"] * 4,
+            "top1": [90.0, 80.0, 70.0, 85.0],
+            "macs": [9e9, 2e9, 1e9, 3e9],
+            "feasible": [False, True, True, True],  # trial 0: a baseline over --max-macs
+        }
+    )
+    assert front_numbers(table, ["top1:max", "macs:min"]) == [1, 2, 3]
+    assert front_numbers(table.drop(columns="feasible"), ["top1:max", "macs:min"]) == [0, 1, 2, 3]
+    as_text = table.astype({"feasible": str})  # "False", as a table read back without types gives it
+    assert front_numbers(as_text, ["top1:max", "macs:min"]) == [1, 2, 3]
