@@ -264,7 +264,8 @@ def _fashion_mnist(
     from torchvision.datasets import FashionMNIST
 
     looked: list[Path] = []
-    for root in _candidate_roots(data_dir):
+    roots = _candidate_roots(data_dir)
+    for root in roots:
         # a torchvision root (FashionMNIST/raw/ inside) or a folder holding the files as Debian ships them
         for raw in (root / "FashionMNIST" / "raw", root, root / "fashion-mnist"):
             looked.append(raw)
@@ -281,7 +282,7 @@ def _fashion_mnist(
     if _has_files(cached, _FASHION_FILES, ""):
         return _read_fashion(cached.parent, str(cached))
     if download:
-        root = _candidate_roots(data_dir)[0] if _candidate_roots(data_dir) else cache_dir()
+        root = roots[0] if roots else cache_dir()  # the user's root, else the cache the next run reads
         with _downloading("Fashion-MNIST", root):
             FashionMNIST(str(root), train=True, download=True)
         return _read_fashion(root / "FashionMNIST", f"{root} (downloaded)")
