@@ -1,14 +1,14 @@
 """One-shot evaluation: train a weight-sharing supernet once, then score architectures by inherited weights.
 
-:class:`OneShotEvaluator` builds a :class:`~nas.supernet.Supernet` over a search space under a proxy
-profile and trains it with uniform single-path sampling (Guo et al. 2020, "Single Path One-Shot"): each step
-draws one architecture of the space uniformly, choice by choice, and trains that path. As an option it uses
-the sandwich rule with in-place distillation (Yu et al. 2020, "BigNAS"): each step trains the largest path
-(widest and deepest everywhere, random ops) on the labels, then the smallest and ``random_paths`` random
-ones on the largest path's soft predictions. Training is timm's AdamW + cosine schedule stepped per update,
-seeded, with a checkpoint after every epoch under ``run_dir`` (``runs/<study>/supernet.pt``: weights,
-optimizer state, Python ``random``'s state as its tuple of ints, the data order's generator state as a
-tensor): a later ``train()`` with the same settings resumes from it, or returns at once if training had
+:class:`OneShotEvaluator` builds a :class:`~nas.supernet.Supernet` over a search space under a proxy profile
+and trains it with uniform single-path sampling (Guo et al. 2020, "Single Path One-Shot"): each step draws one
+architecture of the space uniformly, choice by choice, and trains that path. As an option it uses the sandwich
+rule with in-place distillation (Yu et al. 2020, "BigNAS"): each step trains the largest path (widest and
+deepest everywhere, random ops) on the labels, then the smallest and ``random_paths`` random ones on the
+largest path's soft predictions. Training is timm's AdamW (or the config's ``opt``) + cosine schedule stepped
+per update, seeded, with a checkpoint after every epoch under ``run_dir`` (``runs/<study>/supernet.pt``:
+weights, optimizer state, Python ``random``'s state as its tuple of ints, the data order's generator state as
+a tensor): a later ``train()`` with the same settings resumes from it, or returns at once if training had
 finished. The checkpoint is read as data, never code (:mod:`evaluators.checkpoint`); a file there that is not
 a supernet checkpoint of the same settings is refused in one sentence and left as it is. With ``workers`` > 1
 the same loop (:meth:`OneShotEvaluator.fit`) runs data-parallel in Ray Train workers
@@ -44,7 +44,7 @@ from evaluators.checkpoint import load_checkpoint, restoring, save_checkpoint
 from evaluators.complexity import pick_device
 from evaluators.data import DataSplit, loaders
 from evaluators.data_parallel import Shard
-from evaluators.proxy import TrainingDiverged, forked_rng
+from evaluators.proxy import TrainingDiverged, check_optimizer, forked_rng
 from nas.arch import Arch
 from nas.create import save_model, weights_name
 from nas.supernet import Supernet
@@ -70,6 +70,7 @@ class OneShotConfig:
     batch_size: int = 64
     lr: float = 2e-3
     weight_decay: float = 0.05
+    opt: str = "adamw"  # timm's optimizer name (sgd: Nesterov momentum 0.9, as SPOS trains its supernet)
     warmup_epochs: float = 0.2
     min_lr: float = 1e-5
     label_smoothing: float = 0.1
@@ -81,6 +82,9 @@ class OneShotConfig:
     finetune_steps: int = 0  # optional fine-tuning steps of the extracted network before scoring
     finetune_lr: float = 5e-4
 
+    def __post_init__(self) -> None:
+        check_optimizer("opt", self.opt)
+
 
 def _settings(
     space: SearchSpace, profile: ProxyProfile, data: DataSplit, seed: int, config: OneShotConfig
@@ -90,7 +94,8 @@ def _settings(
         "profile": dataclasses.asdict(profile),
         "data": data.describe(),
         "seed": seed,
-        "config": dataclasses.asdict(config),
+        # the default optimizer is left out, so supernets trained before ``opt`` existed still resume
+        "config": {k: v for k, v in dataclasses.asdict(config).items() if (k, v) != ("opt", "adamw")},
     }
 
 
@@ -174,9 +179,11 @@ class OneShotEvaluator:
         # cpus_per_worker CPUs and, if use_gpu (None: if this evaluator's device is a GPU), one GPU each
         self.workers, self.cpus_per_worker = workers, cpus_per_worker
         self.use_gpu = self.device.type == "cuda" if use_gpu is None else use_gpu
-        # weights and inputs; float64 only to check data-parallel training against one process, since in
+        # weights and inputs; float64 only to check data-parallel AdamW training against one process: in
         # float32 AdamW turns the rounding noise of a gradient that is zero in exact arithmetic (a BatchNorm
-        # bias followed by another BatchNorm) into steps of the learning rate's size
+        # bias followed by a convolution and another BatchNorm) into steps of the learning rate's size, so
+        # one process on 1 and on 2 threads already differs by 7.6e-4 (SGD agrees in float32; see
+        # tests/test_oneshot_ray.py)
         self.dtype = dtype
         with forked_rng(self.device):
             torch.manual_seed(seed)
@@ -249,7 +256,7 @@ class OneShotEvaluator:
         batch and averages gradients and losses with the others, so every worker takes the same steps."""
         cfg, net = self.config, self.supernet
         save = save or self._save_checkpoint
-        optimizer = create_optimizer_v2(net, opt="adamw", lr=cfg.lr, weight_decay=cfg.weight_decay)
+        optimizer = create_optimizer_v2(net, opt=cfg.opt, lr=cfg.lr, weight_decay=cfg.weight_decay)
         scaler = grad_scaler(self.amp_dtype)
         rng = random.Random(self.seed)  # every worker draws the same path sequence from the same seed
         start_epoch, spent, images, steps_done, loss_value = 1, 0.0, 0, 0, math.nan

@@ -36,7 +36,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from timm.optim import create_optimizer_v2
+from timm.optim import create_optimizer_v2, list_optimizers
 from timm.scheduler import create_scheduler_v2
 
 from evaluators.amp import amp_dtype, autocast, grad_scaler
@@ -85,6 +85,17 @@ class TrainConfig:
     grad_clip: float | None = None
     eval_every: int = 1  # validate (and report) every n epochs and after the last; n > epochs: the last only
     opt_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_optimizer("opt", self.opt)
+
+
+def check_optimizer(setting: str, name: str) -> None:
+    """Refuse in one sentence an optimizer name timm's ``create_optimizer_v2`` would not know, so a config
+    fails before a search writes its study, not in every trial."""
+    base = name.lower().removeprefix("lookahead_")
+    if base not in list_optimizers():
+        raise ValueError(f"{setting}: timm has no optimizer {name!r} (such as adamw, sgd, lamb or lion)")
 
 
 @dataclass(frozen=True)

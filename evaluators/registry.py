@@ -86,7 +86,10 @@ class EvaluatorSpec:
         defaults = kind()
         for key, value in overrides.items():
             _check_kind(key, value, getattr(defaults, key))
-        return dataclasses.replace(defaults, **overrides)
+        try:
+            return dataclasses.replace(defaults, **overrides)
+        except ValueError as error:  # the config type's own check of a value (an optimizer timm lacks)
+            raise ValueError(f"evaluator-config: {error}") from None
 
     def build(self, config: Any, **context: Any) -> Evaluator | None:
         """The evaluator for one worker (None for one that only counts). ``context`` holds ``space``,

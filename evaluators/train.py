@@ -39,7 +39,7 @@ from evaluators.augment import host_rng
 from evaluators.checkpoint import load_checkpoint, restoring, save_checkpoint
 from evaluators.complexity import pick_device
 from evaluators.data import DataSplit, loaders
-from evaluators.proxy import TrainingDiverged, build_scaled_network, forked_rng
+from evaluators.proxy import TrainingDiverged, build_scaled_network, check_optimizer, forked_rng
 from nas.arch import Arch
 from nas.create import save_model
 from search_spaces.base import ProxyProfile
@@ -77,6 +77,7 @@ class FullTrainConfig:
     ema_decay: float = 0.0  # decay of the exponential moving average of the weights; 0 for none
 
     def __post_init__(self) -> None:
+        check_optimizer("opt", self.opt)
         for name in ("mixup", "cutmix", "label_smoothing"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):

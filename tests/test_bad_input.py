@@ -205,6 +205,8 @@ BAD_CONFIGS: dict[str, str | bytes] = {
     "oneshot-batch.toml": 'evaluator = "oneshot"\n[evaluator-config]\nbatch_size = 1_000_000_000\n',
     "oneshot-bn-batches.yaml": "evaluator: oneshot\nevaluator-config: {bn_batches: 1.0e+30}\n",
     "proxy-eval-every.yaml": "evaluator: proxy\nevaluator-config: {eval_every: -1}\n",
+    "proxy-opt.toml": 'evaluator = "proxy"\n[evaluator-config]\nopt = "sgdd"\n',
+    "oneshot-opt.yaml": "evaluator: oneshot\nevaluator-config: {opt: rm -rf}\n",
     "two-documents.yaml": "workers: 1\n---\nworkers: 2\n",
 }
 CONFIG_MESSAGES = {
@@ -248,6 +250,8 @@ CONFIG_MESSAGES = {
     "oneshot-batch.toml": "evaluator-config: batch_size: must be a whole number between 1 and 65536",
     "oneshot-bn-batches.yaml": "evaluator-config: bn_batches must be a whole number, got 1e+30",
     "proxy-eval-every.yaml": "evaluator-config: eval_every: must be a whole number between 0 and",
+    "proxy-opt.toml": "evaluator-config: opt: timm has no optimizer 'sgdd' (such as adamw, sgd, lamb or lion)",
+    "oneshot-opt.yaml": "evaluator-config: opt: timm has no optimizer 'rm -rf'",
     "two-documents.yaml": "two-documents.yaml': not valid YAML (but found another document",
     "fifo.yaml": "fifo.yaml': cannot be read (it is a FIFO, not a regular file)",
     "zero.yaml": "zero.yaml': cannot be read (it is a character device, not a regular file)",
