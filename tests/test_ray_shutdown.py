@@ -56,3 +56,77 @@ def test_a_local_ray_is_shut_down_when_the_search_ends(
     assert _ray_children() == []
     if ending == "budget":
         assert len(outcome.trials) == 2
+
+
+def _descendants(root: int) -> dict[int, bytes]:
+    """pid -> start time (field 22 of /proc/<pid>/stat) of every live descendant of ``root``."""
+    parents, starts = {}, {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_bytes().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != b"Z":
+            parents[int(stat.parent.name)], starts[int(stat.parent.name)] = int(fields[1]), fields[19]
+    found, frontier = {}, [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, ppid in parents.items():
+            if ppid == parent and pid not in found:
+                found[pid] = starts[pid]
+                frontier.append(pid)
+    return found
+
+
+def _alive(processes: dict[int, bytes]) -> list[str]:
+    """Those of ``processes`` (pid -> start time) still running, by command line."""
+    out = []
+    for pid, start in processes.items():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if fields[19] == start and fields[0] != b"Z":
+            out.append(f"{pid} {command[:60]}")
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_a_sigkilled_search_leaves_no_ray_process(tmp_path: Path) -> None:
+    """The driver of a Ray search that started its own Ray is SIGKILLed mid-search: its workers and agents,
+    which Ray's fate-sharing leaves running for about a minute, end within seconds (its watchdog)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    command = [
+        sys.executable, "-m", "nas", "search", "--space", "sasa", "--evaluator", "complexity",
+        "--objectives", "macs,params", "--backend", "ray", "--budget", "10000trials", "--macs-img-size",
+        "32", "--runs-dir", str(tmp_path), "--study", "killed",
+    ]  # fmt: skip
+    search = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ledger = tmp_path / "killed" / "ray_ledger.jsonl"
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and search.poll() is None:
+            tree = _descendants(search.pid)
+            workers = [line for line in _alive(tree) if " ray::" in f" {line.split(' ', 1)[1]}"]
+            done = ledger.read_text().count('"number"') if ledger.exists() else 0
+            if workers and done >= 2:  # trials have run in a Ray worker
+                break
+            time.sleep(0.5)
+        assert search.poll() is None, "the search ended before it could be killed"
+        assert workers, "no Ray worker was seen"
+        tree = _descendants(search.pid)  # the whole Ray of this search: GCS, raylet, agents, workers
+        search.send_signal(signal.SIGKILL)
+        search.wait()
+        deadline = time.monotonic() + 20  # Ray alone leaves workers and agents for about 60 s
+        while _alive(tree) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert _alive(tree) == [], "Ray processes outlived the SIGKILLed search"
+    finally:
+        if search.poll() is None:
+            search.kill()
+            search.wait()

@@ -39,6 +39,7 @@ from typing import Any
 from ray.tune.search import Searcher, SearchGenerator
 
 from nas.option_names import option
+from nas.search import ray_watchdog
 from nas.search.budget import BudgetTracker, Session, TrialCost, wall_seconds
 from nas.search.constraints import NothingFeasible, RejectionStreak
 from nas.search.fidelity import Ladder, RungResult, next_promotion
@@ -455,25 +456,27 @@ def experiment_dir(settings: SearchSettings) -> Path:
     return (settings.run_dir / "ray").resolve()
 
 
-def _init_ray(settings: SearchSettings) -> bool:
-    """Join the cluster ``settings.address`` names, or start a local Ray of this process; True if it started
-    one (which the search then shuts down on every way out, so no Ray process outlives it)."""
+def _init_ray(settings: SearchSettings) -> str | None:
+    """Join the cluster ``settings.address`` names, or start a local Ray of this process; the session folder
+    of the Ray it started (which the search then shuts down on every way out, so no Ray process outlives it),
+    None if it joined one."""
     import ray
 
     if ray.is_initialized():
-        return False
+        return None
     try:
         if settings.address:
             ray.init(address=settings.address, log_to_driver=False)
-        else:
-            # "local": always a fresh Ray of this process, never a cluster a `ray start` left recorded (nor
-            # the agents of one whose driver was SIGKILLed: they end ~60 s later, when their last report to
-            # the dead GCS times out, a limit Ray hard-codes)
-            ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
+            return None
+        # "local": always a fresh Ray of this process, never a cluster a `ray start` left recorded (nor what
+        # is left of one whose driver was SIGKILLed, which its watchdog ends: nas.search.ray_watchdog)
+        context = ray.init(
+            address="local", num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False
+        )
     except (ConnectionError, RuntimeError, ValueError) as err:
         where = f"join the Ray cluster at {settings.address}" if settings.address else "start a local Ray"
         raise ValueError(f"address: cannot {where}: {err}") from None
-    return not settings.address
+    return context.address_info["session_dir"]
 
 
 def _start_session(settings: SearchSettings, gpus: float) -> None:
@@ -512,17 +515,21 @@ def run_ray(settings: SearchSettings, progress: SearchProgress | None = None) ->
             f"study {settings.study_name!r} has no Ray results in {exp} to resume; drop "
             f"{option('resume')} to start it"
         )
-    started = _init_ray(settings)  # joined before the stale ledger goes: an unreachable cluster keeps it
+    session = _init_ray(settings)  # joined before the stale ledger goes: an unreachable cluster keeps it
+    # a local Ray's processes end with this search: on its way out by ray.shutdown(), and if it is killed
+    # without one (SIGKILL), by the watchdog, which sees the pipe from this process close
+    watchdog = ray_watchdog.start(session) if session else None
     try:
         if not settings.resume:
             ledger_path(settings).unlink(missing_ok=True)  # left by a search that never reached a trial
         gpus = trial_gpus(settings)  # the budget's device was checked against it (nas.search.preflight)
         return _fit(settings, exp, gpus, progress)
     finally:
-        if started:  # a local Ray of this search: its processes end with it (a driver SIGKILLed leaves them
-            import ray  # to Ray's own fate-sharing; the next search starts a fresh one, never joins them)
+        if session:
+            import ray
 
             ray.shutdown()
+            ray_watchdog.stop(watchdog)
 
 
 def _fit(settings: SearchSettings, exp: Path, gpus: float, progress: SearchProgress | None) -> Any:
