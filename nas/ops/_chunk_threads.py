@@ -3,10 +3,11 @@
 Why not intra-op threads: a blocked kernel issues a few thousand small ops per step, and with torch's
 intra-op parallelism each op is its own OpenMP fork and join. When another process oversubscribes the
 cores, a join waits for whichever thread the OS preempted, and libgomp's default wait policy spins while it
-waits, taking CPU from the threads it waits for: the local-attention kernel slowed 5 to 15x under two
-competing busy processes on 2 cores while the unfold form (few, large ops) slowed 3x. Chunks are coarse
-units of independent work, so here each worker thread runs whole chunks with one intra-op thread, takes
-the next chunk when it is done (a preempted worker simply does fewer), and the caller joins once.
+waits, taking CPU from the threads it waits for: beside one busy loop per core (2 cores) the
+local-attention kernel fell to 0.35x of its unfold form, which (few, large ops) slowed 2 to 3x. Chunks
+are coarse units of independent work, so here each worker thread runs whole chunks with one intra-op
+thread, takes the next chunk when it is done (a preempted worker simply does fewer), and the caller joins
+once.
 """
 
 from __future__ import annotations
