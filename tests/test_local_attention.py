@@ -159,3 +159,41 @@ def test_registered_builder() -> None:
 def test_rejects_invalid_configurations(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         LocalAttention(8, **{"heads": 2, **kwargs})
+
+
+def _op_values(inputs: list[torch.Tensor], upstream: torch.Tensor) -> list[torch.Tensor]:
+    """The op's output and its gradients wrt q, k, v, rel_row, rel_col (k = 5)."""
+    out, _ = _local_attention(*inputs, 5)
+    return [out, *torch.autograd.grad((out * upstream).sum(), inputs)]
+
+
+def test_chunks_on_worker_threads_give_the_one_thread_result_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 6 images in chunks of one: with 2 intra-op threads the chunks run on two single-threaded workers in
+    # any order; the values and the summed relative-table gradients must not depend on it
+    monkeypatch.setattr(local_attention, "_images_per_chunk", lambda n, geo, x: 1)
+    inputs = [torch.randn(6, 9, 10, 4, requires_grad=True) for _ in range(3)]
+    inputs += [torch.randn(5, 2, requires_grad=True) for _ in range(2)]
+    upstream = torch.randn(6, 9, 10, 4)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        serial = _op_values(inputs, upstream)
+        torch.set_num_threads(2)
+        threaded = _op_values(inputs, upstream)
+    finally:
+        torch.set_num_threads(before)
+    for name, a, b in zip(["out", "q", "k", "v", "rel_row", "rel_col"], threaded, serial, strict=True):
+        assert torch.equal(a, b), name
+
+
+def test_chunks_on_worker_threads_under_inference_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(local_attention, "_images_per_chunk", lambda n, geo, x: 1)
+    mixer, x = _mixer(3, 2, 4), torch.randn(3, 6, 8, 8)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        with torch.inference_mode():
+            out = mixer(x)
+    finally:
+        torch.set_num_threads(before)
+    torch.testing.assert_close(out, _reference_forward(mixer, x), atol=1e-5, rtol=0)

@@ -40,6 +40,7 @@ import torch.nn.functional as F
 from timm.layers import trunc_normal_
 from torch import Tensor, nn
 
+from nas.ops._chunk_threads import map_chunks
 from nas.ops._layers import pool2
 from nas.ops.registry import MIXERS, MixerCfg
 
@@ -216,11 +217,11 @@ def _local_attention(
     n, h, w, _ = q.shape
     geo = _geometry(h, w, kernel, _BLOCK, q.device, q.dtype)
     step, nb = _images_per_chunk(n, geo, q), geo.nbh * geo.nbw
-    buf = _chunk_buffers(q, geo, step * nb)
     out = torch.empty_like(q)
     acc = torch.promote_types(q.dtype, torch.float32)  # row sums and log-sum-exp of fp16 logits
     lse = q.new_empty(n * nb, geo.block**2, 1, dtype=acc)
-    for s in range(0, n, step):
+
+    def attend(s: int, buf: _Chunk) -> None:  # the images s : s + step
         m = min(step, n - s) * nb
         chunk = _Chunk(*(t[:m] for t in buf))
         _fill(chunk, q[s : s + step], k[s : s + step], v[s : s + step], (rel_row, rel_col), geo)
@@ -230,6 +231,8 @@ def _local_attention(
         total = p.sum(-1, keepdim=True, dtype=acc)
         out[s : s + step] = _from_blocks(torch.bmm(p, chunk.vh).div_(total), geo, h, w)
         torch.add(peak, total.log2_(), out=lse[s * nb : s * nb + m])
+
+    map_chunks(attend, range(0, n, step), lambda: _chunk_buffers(q, geo, step * nb), q.device)
     return out, lse
 
 
@@ -250,18 +253,21 @@ def _local_attention_backward(
     n, h, w, d = q.shape
     geo = _geometry(h, w, kernel, _BLOCK, q.device, q.dtype)
     step, nb, bq, half = _images_per_chunk(n, geo, q), geo.nbh * geo.nbw, geo.block**2, d // 2
-    buf = _chunk_buffers(q, geo, step * nb)
-    go = q.new_empty(step * nb, bq, d)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    d_rel_row, d_rel_col = torch.zeros_like(rel_row), torch.zeros_like(rel_col)
-    for s in range(0, n, step):
+    chunks = range(0, n, step)
+    d_rel: list[tuple[Tensor, Tensor] | None] = [None] * len(chunks)  # each chunk's d rel_row, d rel_col
+
+    def scratch() -> tuple[_Chunk, Tensor]:
+        return _chunk_buffers(q, geo, step * nb), q.new_empty(step * nb, bq, d)
+
+    def differentiate(s: int, bufs: tuple[_Chunk, Tensor]) -> None:  # the images s : s + step
         m = min(step, n - s) * nb
-        chunk = _Chunk(*(t[:m] for t in buf))
+        chunk = _Chunk(*(t[:m] for t in bufs[0]))
         _fill(chunk, q[s : s + step], k[s : s + step], v[s : s + step], (rel_row, rel_col), geo)
         qa, ka, qs = chunk.qa, chunk.ka, chunk.qa[..., :d]
         qa[..., -1:] = -lse[s * nb : s * nb + m]
         p = torch.bmm(qa, ka.transpose(1, 2)).exp2_()  # (m, b*b, win*win) probabilities
-        go_ = _to_blocks(grad[s : s + step], geo, go[:m])
+        go_ = _to_blocks(grad[s : s + step], geo, bufs[1][:m])
         # ds = p * (dp - rowsum(p * dp)) in one fused op; the gradient wrt the base-2 logits, hence ln 2
         ds = torch._softmax_backward_data(torch.bmm(go_ * _LN2, chunk.vh.transpose(1, 2)), p, -1, p.dtype)
         dv[s : s + step] = _fold_halo(torch.bmm(p.transpose(1, 2), go_), geo, h, w)
@@ -269,12 +275,18 @@ def _local_attention_backward(
         dqa = torch.bmm(ds, ka)  # (m, b*b, E)
         d_relh = _window(dqa, geo, d, 0).reshape(m * bq, -1)  # (m * b*b, k)
         d_relw = _window(dqa, geo, d + geo.win, 1).reshape(m * bq, -1)
-        d_rel_row += d_relh.t() @ qs[..., :half].reshape(m * bq, half)
-        d_rel_col += d_relw.t() @ qs[..., half:].reshape(m * bq, half)
+        d_rel[s // step] = (
+            d_relh.t() @ qs[..., :half].reshape(m * bq, half),
+            d_relw.t() @ qs[..., half:].reshape(m * bq, half),
+        )
         dqs = dqa[..., :d]
         dqs[..., :half] += (d_relh @ rel_row).view(m, bq, half)
         dqs[..., half:] += (d_relw @ rel_col).view(m, bq, half)
         dq[s : s + step] = _from_blocks(dqs, geo, h, w) * (d**-0.5 * _LOG2E)
+
+    map_chunks(differentiate, chunks, scratch, q.device)
+    # summed in chunk order, so that the result does not depend on which worker finished first
+    d_rel_row, d_rel_col = (torch.stack(parts).sum(0) for parts in zip(*d_rel, strict=True))
     return dq, dk, dv, d_rel_row, d_rel_col
 
 
