@@ -250,7 +250,7 @@ CONFIG_MESSAGES = {
     "oneshot-batch.toml": "evaluator-config: batch_size: must be a whole number between 1 and 65536",
     "oneshot-bn-batches.yaml": "evaluator-config: bn_batches must be a whole number, got 1e+30",
     "proxy-eval-every.yaml": "evaluator-config: eval_every: must be a whole number between 0 and",
-    "proxy-opt.toml": "evaluator-config: opt: timm has no optimizer 'sgdd' (such as adamw, sgd, lamb or lion)",
+    "proxy-opt.toml": "evaluator-config: opt: timm has no optimizer 'sgdd' (such as adamw, sgd, lamb",
     "oneshot-opt.yaml": "evaluator-config: opt: timm has no optimizer 'rm -rf'",
     "two-documents.yaml": "two-documents.yaml': not valid YAML (but found another document",
     "fifo.yaml": "fifo.yaml': cannot be read (it is a FIFO, not a regular file)",
