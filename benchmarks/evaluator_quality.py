@@ -465,11 +465,16 @@ class Study:
         return rows
 
     def status(self) -> str:
-        lines = [f"{self.label}: {len(self.archs)} architectures; cache {self.cache.path}"]
+        multiple = self.ref_images / trained_images(self.base, self.data)
+        lines = [
+            f"{self.label}: {len(self.archs)} architectures, reference {multiple:.1f}x the cpu proxy's "
+            f"images; cache {self.cache.path}"
+        ]
         for part in self.parts:
             results = [r for r in self.cached(part) if r is not None]
             left = len(self.archs) - len(results)
-            line = f"  {part.name:<24} {len(results):>3}/{len(self.archs)} done"
+            images = "" if part.trained_images is None else f"{part.trained_images} images"
+            line = f"  {part.name:<20} {images:>14} {len(results):>3}/{len(self.archs)} done"
             if left and results:
                 mean = sum(r["seconds"] for r in results) / len(results)
                 line += f"; {left} left, about {left * mean / 3600:.2f} h at {mean:.0f} s each so far"
@@ -490,11 +495,7 @@ class Study:
         rows = self.rows()
         oneshot_info = self.oneshot.train_info(self.cache) if self.oneshot.skipped is None else None
         images = {part.name: part.trained_images for part in self.parts if part.trained_images is not None}
-        proxy_images = (
-            images[f"proxy:{DEFAULT_VARIANT}"]
-            if f"proxy:{DEFAULT_VARIANT}" in images
-            else (trained_images(self.base, self.data))
-        )
+        proxy_images = trained_images(self.base, self.data)  # the cpu profile's: the default variant's
         missing = {part.name: sum(part.name not in row for row in rows) for part in self.parts}
         settings = {
             "space": self.space.name,
@@ -787,7 +788,7 @@ def plot(result: dict[str, Any], path: Path) -> bool:
     st = result["settings"]
     fig.suptitle(
         f"{st['space']} x {st['dataset']['dataset']}, seed {st['seed']}: {summary['reference']['n']} of "
-        f"{st['n']} archs, reference = {st['reference_to_proxy_compute']:.1f}x the proxy's trained images"
+        f"{st['n']} archs, reference = {st['reference_to_proxy_compute']:.1f}x the cpu proxy's trained images"
         + (" (partial)" if result["partial"] else ""),
         fontsize=11,
     )
