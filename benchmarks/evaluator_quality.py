@@ -358,6 +358,7 @@ class Study:
         reference = dataclasses.replace(self.base, name=f"{self.base.name}-reference", **schedule)
         self.reference = dataclasses.replace(reference, description=describe(reference))
         self.ref_images = trained_images(self.reference, self.data)
+        self.ref_config = TrainConfig(eval_every=1000)  # validate once, after the last epoch
         self.variants = {name: parse_variant(name, self.base) for name in args.variants or VARIANTS[space]}
         for name, (profile, _) in self.variants.items():
             images = trained_images(profile, self.data)
@@ -405,8 +406,7 @@ class Study:
             )
         for name, (profile, config) in self.variants.items():
             parts.append(self._training_part(f"proxy:{name}", profile, config))
-        ref_config = TrainConfig(eval_every=1000)  # validate once, after the last epoch
-        parts.append(self._training_part("reference", self.reference, ref_config))
+        parts.append(self._training_part("reference", self.reference, self.ref_config))
         return parts
 
     def _training_part(self, name: str, profile: ProxyProfile, config: TrainConfig) -> Part:
@@ -510,7 +510,7 @@ class Study:
             },
             "default_variant": DEFAULT_VARIANT,
             "reference_profile": dataclasses.asdict(self.reference),
-            "reference_config": dataclasses.asdict(TrainConfig(eval_every=1000)),
+            "reference_config": dataclasses.asdict(self.ref_config),
             "trained_images": images,
             "reference_to_proxy_compute": self.ref_images / proxy_images,
             "max_variant_share": MAX_VARIANT_SHARE,

@@ -31,11 +31,16 @@ def _quality(key: str) -> float:
     return int(hashlib.sha1(key.encode()).hexdigest()[:6], 16) / 0xFFFFFF
 
 
+@pytest.fixture(scope="module")
+def synthetic(eq):
+    """10000 training images: a reference of 2 x 9984 is 10x the cpu profile's 1984."""
+    return eq.load_dataset("synthetic", img_size=32, seed=1, train_samples=10000, val_size=200)
+
+
 @pytest.fixture
-def fake(eq, monkeypatch):
+def fake(eq, synthetic, monkeypatch):
     """Training and zero-cost scoring replaced by functions of the shrunk network; ``calls`` records them."""
     calls: list[tuple[str, str]] = []
-    real_load = eq.load_dataset
 
     def train_part(arch, profile, data, seed, config):
         net = profile.apply(arch).key
@@ -50,8 +55,7 @@ def fake(eq, monkeypatch):
 
     monkeypatch.setattr(eq, "train_part", train_part)
     monkeypatch.setattr(eq, "zero_cost_part", zero_cost_part)
-    data = real_load("synthetic", img_size=32, seed=1, train_samples=10000, val_size=200)
-    monkeypatch.setattr(eq, "load_dataset", lambda name, **kw: data)
+    monkeypatch.setattr(eq, "load_dataset", lambda name, **kw: synthetic)
     return calls
 
 
