@@ -1,48 +1,64 @@
-"""How well each evaluator ranks architectures, against a reference trained with 10x the proxy's compute.
+"""How well each evaluator ranks architectures, against a reference trained with >= 50x the proxy's images.
 
-The study samples ``--n`` distinct architectures of the ``coatnet`` space (seeded: ``sample_random(seed * 1000
-+ i)``, deduplicated by the key of the network the CPU proxy profile shrinks them to, since that network is
+One study is a (space, seed) pair: ``--space coatnet sasa`` and ``--seed 1 2`` (the defaults) are four. A
+study samples ``--n`` (20) distinct architectures of the space (``sample_random(seed * 1000 + i)``,
+deduplicated by the key of the network the space's CPU proxy profile shrinks them to, since that network is
 what every evaluator here sees) and scores each with:
 
-- ``reference``: the shrunk network (``profile.apply(arch)`` at the profile's 32 px) trained from the same
-  seed for ``--ref-epochs`` (2) epochs of ``--ref-samples`` (10000) Fashion-MNIST images at batch
-  ``--ref-batch`` (128), validated once at the end on the whole 6000-image held-out split. Its compute, in
-  trained images, is computed against the proxy's and written to the JSON (10x by default);
-- ``proxy``: :func:`evaluators.proxy.train_proxy` under the space's ``cpu`` profile as it is (1 epoch of 2000
-  images, batch 64, validated on 2000 images), or a variant (``--proxy-epochs``, ``--proxy-samples``,
-  ``--proxy-batch``, ``--proxy-lr``);
+- ``reference``: the shrunk network (``profile.apply(arch)`` at the profile's 32 px) trained from the study's
+  seed for ``--ref-epochs`` epochs of ``--ref-samples`` Fashion-MNIST images at batch ``--ref-batch`` (per
+  space, :data:`REFERENCES`: coatnet 2 x 50000, sasa 11 x all 54000, both at batch 128: about 50x the cpu
+  profile's trained images), validated once at the end on the whole 6000-image held-out split. The JSON
+  states the multiple;
+- ``proxy``: :func:`evaluators.proxy.train_proxy` under each variant of ``--variants`` (default: the space's
+  :data:`VARIANTS`). A variant is named by what it changes in the space's ``cpu`` profile: ``cpu`` is the
+  profile as it is, ``e2-n4000-b128-v6000-lr3e-3`` trains 2 epochs (``e``) of 4000 images (``n``) at batch
+  128 (``b``), validates on 6000 images (``v``) with AdamW's learning rate 3e-3 (``lr``); a field a name does
+  not give is the profile's. Every variant must train at most a tenth of the reference's images;
 - ``oneshot``: :class:`evaluators.oneshot.OneShotEvaluator` with its default config, trained once (its
   seconds are reported in total and amortised over the N architectures), then scoring every architecture;
   skipped, and the JSON says why, with ``--no-oneshot`` or when ``evaluators.oneshot`` does not import;
 - the training-free rankers of :mod:`evaluators.zero_cost` on the same shrunk network (1 input channel,
   10 classes, 32 px): ``params``, ``macs``, ``synflow`` and ``naswot`` (on the first training minibatch of
-  the proxy's batch size). Higher is better for every score, as that module defines them.
+  the cpu profile's batch size). Higher is better for every score, as that module defines them.
 
 For each evaluator it reports Spearman's rho, Kendall's tau-b, tau-b within the reference's top 10% (at least
 5 architectures; :func:`evaluators.ranking.kendall_top`), precision@5 and the cost in seconds per
-architecture. Results of every part are cached per architecture in ``--cache-dir`` (``runs/evaluator_quality/
-cache.json``), keyed by the arch key and that part's settings, so an interrupted run resumes and a variant
-recomputes only the part whose settings changed.
+architecture, and which proxy variant ranks best and whether it beats the ``cpu`` profile's own proxy.
 
-Run from the repository root (the default run fits in about an hour on 2 CPU cores; the references take most
-of it)::
+The cheap parts run first (zero-cost scores, the one-shot supernet and its scores, every proxy variant), then
+the references one architecture at a time. Every result is cached as it is computed, in one small JSON file
+per study, ``--cache-dir``/``<space>-s<seed>.json`` (``benchmarks/results/evaluator_quality/``, committed: no
+weights), keyed by the shrunk network's key and that part's settings, so a run stopped anywhere (Ctrl-C, a
+kill, ``--stop-after``) resumes in a later session and computes only what is missing. The one-shot
+supernet's checkpoints stay under ``--supernet-dir`` (``runs/evaluator_quality/``, not committed); once its
+scores are cached it is not needed again. ``--status`` prints what is done and left per part, and
+``--markdown`` the README's tables, both from the cache without training anything.
 
-    .venv/bin/python benchmarks/evaluator_quality.py [--no-oneshot] [--n 20] [--seed 0]
+Run from the repository root::
 
-It writes ``evaluator_quality.json`` (settings, per-architecture rows, per-evaluator summary, timings) and
-``evaluator_quality.png`` (reference top-1 against each evaluator's score) under ``--out``
-(``benchmarks/results``).
+    .venv/bin/python benchmarks/evaluator_quality.py --space coatnet --seed 1   # one study; resumable
+    .venv/bin/python benchmarks/evaluator_quality.py --status                   # all four studies
+    .venv/bin/python benchmarks/evaluator_quality.py --markdown
+
+Each study writes ``evaluator_quality-<space>-s<seed>.json`` (settings, per-architecture rows, per-evaluator
+summary, timings; ``"partial": true`` while references are missing) and ``.png`` (reference top-1 against each
+evaluator's score) under ``--out`` (``benchmarks/results``). The earlier 10x study (coatnet, seed 0, one
+proxy, ``benchmarks/results/evaluator_quality.json``) is ``--space coatnet --seed 0 --variants cpu
+--ref-samples 10000``.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import hashlib
 import json
 import math
 import os
 import platform
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -64,11 +80,30 @@ from nas.model import build_model, count_params  # noqa: E402
 from search_spaces import get_space  # noqa: E402
 from search_spaces.base import ProxyProfile, SearchSpace  # noqa: E402
 
-SPACE, PROFILE, DATASET = "coatnet", "cpu", "fashion-mnist"
+PROFILE, DATASET = "cpu", "fashion-mnist"
+SPACES = ("coatnet", "sasa")
+STUDY_SEEDS = (1, 2)  # the study's seeds; seed 0 was the earlier 10x study's
 ZERO_COST = ("params", "macs", "synflow", "naswot")
-EVALUATORS = ("proxy", "oneshot", *ZERO_COST)
 TOP_FRAC, TOP_MIN, PRECISION_K = 0.1, 5, 5
-MIN_PROXY_SPEARMAN = 0.8  # acceptance: the proxy ranks like the reference, and better than counting
+MIN_PROXY_SPEARMAN = 0.8  # targets of issue 18: the proxy ranks like the reference, and better than counting;
+MIN_ONESHOT_KENDALL = 0.6  # the one-shot supernet well enough to search with
+MAX_VARIANT_SHARE = 0.1  # a proxy variant trains at most this share of the reference's images
+DEFAULT_VARIANT = "cpu"  # the space's cpu profile as it is: the proxy a search uses
+
+# The reference schedule per space, at least 50x the trained images of the space's cpu profile: coatnet's
+# proxy trains 1 x 1984 images, 2 x 49920 is 50.3x; sasa's 2 x 5888, 11 x 53888 (all 54000) is 50.3x.
+REFERENCES: dict[str, dict[str, int | None]] = {
+    "coatnet": {"epochs": 2, "train_samples": 50000, "batch_size": 128},
+    "sasa": {"epochs": 11, "train_samples": None, "batch_size": 128},
+}
+# Proxy variants per space (see parse_variant), each at most a tenth of the reference's images: longer,
+# larger, larger-batch, higher-learning-rate and more-validated versions of the cpu profile's schedule.
+VARIANTS: dict[str, tuple[str, ...]] = {
+    "coatnet": ("cpu", "e2", "n4000", "n5000-b128", "lr3e-3", "n4000-v6000"),
+    "sasa": ("cpu", "e1", "e4", "n12000", "lr3e-3"),
+}
+_VARIANT_FIELDS = {"e": "epochs", "n": "train_samples", "b": "batch_size", "v": "val_samples"}
+_VARIANT_TOKEN = re.compile(r"(lr|e|n|b|v)([0-9][0-9.]*(?:e-?[0-9]+)?)(-|$)")
 
 
 # --- the cache -------------------------------------------------------------------------------------------
@@ -102,22 +137,56 @@ class Cache:
         self.data["results"][f"{part}/{sid}/{key}"] = result
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.data, indent=1))  # -inf is written as -Infinity: Python reads it back
+        tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True) + "\n")  # -inf: -Infinity, read back
         os.replace(tmp, self.path)  # atomic: an interrupted write never corrupts the cache
-
-    def cached(
-        self, part: str, settings: dict[str, Any], key: str, compute: Callable[[], dict[str, Any]]
-    ) -> tuple[dict[str, Any], bool]:
-        """(result, True if it came from the cache)."""
-        hit = self.get(part, settings, key)
-        if hit is not None:
-            return hit, True
-        result = compute()
-        self.put(part, settings, key, result)
-        return result, False
 
 
 # --- the parts -------------------------------------------------------------------------------------------
+
+
+def parse_variant(name: str, base: ProxyProfile) -> tuple[ProxyProfile, TrainConfig]:
+    """The (profile, config) a proxy variant's name describes: ``cpu`` is ``base`` and the default
+    config; otherwise ``-``-joined fields ``e<epochs>``, ``n<train images>``, ``b<batch>``, ``v<validation
+    images>``, ``lr<AdamW learning rate>``, each changing that field of ``base`` (or of ``TrainConfig()``)."""
+    if name == DEFAULT_VARIANT:
+        return base, TrainConfig()
+    changes: dict[str, Any] = {}
+    pos = 0
+    while pos < len(name):
+        match = _VARIANT_TOKEN.match(name, pos)
+        if match is None or (match.group(3) == "-" and match.end() == len(name)):
+            raise ValueError(
+                f"proxy variant {name!r}: not 'cpu' nor fields like e2-n4000-b128-v6000-lr3e-3 "
+                "(e epochs, n training images, b batch, v validation images, lr learning rate)"
+            )
+        field, value = match.group(1), match.group(2)
+        target = "lr" if field == "lr" else _VARIANT_FIELDS[field]
+        if target in changes:
+            raise ValueError(f"proxy variant {name!r}: {field} is given twice")
+        try:
+            number = float(value) if field == "lr" else int(value)
+        except ValueError:
+            number = -1
+        if not number > 0:
+            raise ValueError(
+                f"proxy variant {name!r}: {field} must be a positive "
+                f"{'number' if field == 'lr' else 'integer'}, got {value!r}"
+            )
+        changes[target] = number
+        pos = match.end()
+    lr = changes.pop("lr", None)
+    profile = dataclasses.replace(base, name=f"{base.name}-{name}", **changes)
+    profile = dataclasses.replace(profile, description=describe(profile))
+    return profile, TrainConfig() if lr is None else TrainConfig(lr=lr)
+
+
+def describe(profile: ProxyProfile) -> str:
+    val = "all" if profile.val_samples is None else profile.val_samples
+    samples = "all" if profile.train_samples is None else profile.train_samples
+    return (
+        f"the {PROFILE} profile's network trained {profile.epochs} epoch(s) of {samples} images at batch "
+        f"{profile.batch_size}, validated on {val} images"
+    )
 
 
 def sample_archs(space: SearchSpace, profile: ProxyProfile, n: int, seed: int) -> list[tuple[int, Arch]]:
@@ -132,7 +201,7 @@ def sample_archs(space: SearchSpace, profile: ProxyProfile, n: int, seed: int) -
             out.append((seed * 1000 + i, arch))
             if len(out) == n:
                 return out
-    raise RuntimeError(f"found only {len(out)} distinct architectures in 1000 samples")
+    raise ValueError(f"n: found only {len(out)} distinct architectures in 1000 samples of {space.name}")
 
 
 def trained_images(profile: ProxyProfile, data: DataSplit) -> int:
@@ -172,12 +241,14 @@ def zero_cost_part(net: Arch, data: DataSplit, batch: torch.Tensor, seed: int) -
         start = time.perf_counter()
         out[name] = zero_cost.score(name, net, batch=batch, seed=seed, **task)
         out[f"{name}_seconds"] = time.perf_counter() - start
+    out["seconds"] = sum(out[f"{name}_seconds"] for name in ZERO_COST)
     return out
 
 
+@functools.cache
 def full_params(arch: Arch) -> int:
     """Parameters of the unshrunk architecture (ImageNet task: 3 channels, 1000 classes), built on the meta
-    device: for the rows only, not a ranker."""
+    device (memoized: --status and --markdown ask again): for the rows only, not a ranker."""
     with torch.device("meta"):
         return count_params(build_model(arch, num_classes=1000, in_chans=3, img_size=224))
 
@@ -188,14 +259,27 @@ def first_batch(data: DataSplit, batch_size: int, seed: int) -> torch.Tensor:
     return next(iter(train))[0]
 
 
-class OneShot:
-    """The one-shot evaluator, trained lazily once (skipped if every score is cached), or why it is absent."""
+def training_settings(profile: ProxyProfile, config: TrainConfig, seed: int, data: DataSplit) -> dict:
+    """What a trained part's result depends on (the profile's name and description do not count)."""
+    schedule = {k: v for k, v in dataclasses.asdict(profile).items() if k not in ("name", "description")}
+    return {"profile": schedule, "config": dataclasses.asdict(config), "seed": seed, "data": data.describe()}
 
-    def __init__(self, args: argparse.Namespace, space: SearchSpace, profile: ProxyProfile, data: DataSplit):
+
+class OneShot:
+    """The one-shot evaluator, trained lazily once (not at all if every score is cached), or why it is
+    absent."""
+
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        space: SearchSpace,
+        profile: ProxyProfile,
+        data: DataSplit,
+        seed: int,
+    ) -> None:
         self.skipped: str | None = None
         self.settings: dict[str, Any] = {}
         self.evaluator: Any = None
-        self.train_info: dict[str, Any] | None = None
         if args.no_oneshot:
             self.skipped = "--no-oneshot"
             return
@@ -209,33 +293,26 @@ class OneShot:
         self.settings = {
             "profile": dataclasses.asdict(profile),
             "config": dataclasses.asdict(config),
-            "seed": args.seed,
+            "seed": seed,
             "data": data.describe(),
         }
-        self._make = lambda run_dir: OneShotEvaluator(
-            space, profile, data, seed=args.seed, config=config, run_dir=run_dir
-        )
-        self.run_dir = Path(args.cache_dir) / f"oneshot-{settings_id(self.settings)}"
+        run_dir = Path(args.supernet_dir) / f"{space.name}-s{seed}-{settings_id(self.settings)}"
+        self._make = lambda: OneShotEvaluator(space, profile, data, seed=seed, config=config, run_dir=run_dir)
+        self.run_dir = run_dir
 
-    def trained(self, cache: Cache) -> dict[str, Any]:
-        """The supernet's training info (from the cache, or by training / resuming it now)."""
-        if self.train_info is None:
-            self.train_info = cache.get("oneshot-train", self.settings, "supernet")
-        if self.train_info is None:
-            self._ensure()
+    def train_info(self, cache: Cache) -> dict[str, Any] | None:
+        return cache.get("oneshot-train", self.settings, "supernet")
+
+    def evaluate(self, arch: Arch, cache: Cache) -> dict[str, Any]:
+        """``arch``'s one-shot top-1, training (or resuming) the supernet first if this run has not."""
+        if self.evaluator is None:
+            self.evaluator = self._make()
             print(f"training the one-shot supernet (checkpoints in {self.run_dir}) ...", flush=True)
             info = self.evaluator.train()
-            self.train_info = {k: v for k, v in info.items() if isinstance(v, (int, float, str))}
-            cache.put("oneshot-train", self.settings, "supernet", self.train_info)
-            print(f"supernet trained: {self.train_info.get('train_seconds', math.nan):.0f} s", flush=True)
-        return self.train_info
-
-    def _ensure(self) -> None:
-        if self.evaluator is None:
-            self.evaluator = self._make(self.run_dir)
-
-    def evaluate(self, arch: Arch) -> dict[str, Any]:
-        self._ensure()
+            if self.train_info(cache) is None:
+                kept = {k: v for k, v in info.items() if isinstance(v, (int, float, str))}
+                cache.put("oneshot-train", self.settings, "supernet", kept)
+            print(f"supernet trained: {info['train_seconds']:.0f} s", flush=True)
         start = time.perf_counter()
         out = self.evaluator.evaluate(arch)
         return {
@@ -245,195 +322,239 @@ class OneShot:
         }
 
 
-# --- the study -------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """One cached, per-architecture computation of a study: ``name`` (``proxy:<variant>``, ``reference``,
+    ``oneshot``, ``zero_cost``) under ``settings``, computed by ``compute(arch, net)``. The cache keys it by
+    ``kind`` (``proxy`` for every variant) and the settings, so two names of one schedule share results."""
+
+    name: str
+    kind: str
+    settings: dict[str, Any]
+    compute: Callable[[Arch, Arch], dict[str, Any]]
+    trained_images: int | None = None
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--n", type=int, default=20, help="number of architectures (default 20)")
-    parser.add_argument("--seed", type=int, default=0, help="sampling, split and training seed")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="JSON and PNG folder")
-    parser.add_argument("--cache-dir", default=str(ROOT / "runs" / "evaluator_quality"))
-    parser.add_argument("--no-oneshot", action="store_true", help="skip the one-shot evaluator")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
-    variant = parser.add_argument_group("proxy variant (default: the cpu profile as it is)")
-    variant.add_argument("--proxy-epochs", type=int)
-    variant.add_argument("--proxy-samples", type=int, help="training images per epoch")
-    variant.add_argument("--proxy-batch", type=int)
-    variant.add_argument("--proxy-lr", type=float, help="AdamW learning rate (TrainConfig default 1e-3)")
-    ref = parser.add_argument_group("reference")
-    ref.add_argument("--ref-epochs", type=int, default=2)
-    ref.add_argument("--ref-samples", type=int, default=10000, help="training images per epoch")
-    ref.add_argument("--ref-batch", type=int, default=128)
-    ref.add_argument("--ref-val", type=int, default=None, help="validation images (default: all 6000)")
-    oneshot = parser.add_argument_group("one-shot (default: OneShotConfig())")
-    oneshot.add_argument("--oneshot-epochs", type=int)
-    oneshot.add_argument("--oneshot-samples", type=int)
-    return parser.parse_args(argv)
+class Study:
+    """One (space, seed) study: its architectures, its parts in the order they run, and its cache."""
 
+    def __init__(self, space: str, seed: int, args: argparse.Namespace) -> None:
+        self.space, self.seed = get_space(space), seed
+        self.base = self.space.profile(PROFILE)
+        self.data = load_dataset(DATASET, img_size=self.base.img_size, seed=seed)
+        self.cache = Cache(Path(args.cache_dir) / f"{space}-s{seed}.json")
+        schedule = {**REFERENCES[space], "val_samples": args.ref_val}
+        schedule.update(
+            {
+                k: v
+                for k, v in (
+                    ("epochs", args.ref_epochs),
+                    ("train_samples", args.ref_samples),
+                    ("batch_size", args.ref_batch),
+                )
+                if v is not None
+            }
+        )
+        reference = dataclasses.replace(self.base, name=f"{self.base.name}-reference", **schedule)
+        self.reference = dataclasses.replace(reference, description=describe(reference))
+        self.ref_images = trained_images(self.reference, self.data)
+        self.ref_config = TrainConfig(eval_every=1000)  # validate once, after the last epoch
+        self.variants = {name: parse_variant(name, self.base) for name in args.variants or VARIANTS[space]}
+        for name, (profile, _) in self.variants.items():
+            images = trained_images(profile, self.data)
+            if images == 0:
+                raise ValueError(f"proxy variant {name!r}: trains no full batch")
+            if images > MAX_VARIANT_SHARE * self.ref_images:
+                raise ValueError(
+                    f"proxy variant {name!r}: trains {images} images, more than a tenth of the reference's "
+                    f"{self.ref_images} ({space})"
+                )
+        self.archs = sample_archs(self.space, self.base, args.n, seed)
+        self.oneshot = OneShot(args, self.space, self.base, self.data, seed)
+        self._naswot_batch: torch.Tensor | None = None
+        self.parts = self._parts()
 
-def profiles(args: argparse.Namespace, base: ProxyProfile) -> tuple[ProxyProfile, ProxyProfile]:
-    """(proxy, reference) profiles: the same shrunk network, trained shorter or longer."""
-    changes = {
-        "epochs": args.proxy_epochs,
-        "train_samples": args.proxy_samples,
-        "batch_size": args.proxy_batch,
-    }
-    changes = {k: v for k, v in changes.items() if v is not None}
-    proxy = dataclasses.replace(base, **changes)
-    if proxy != base:
-        proxy = dataclasses.replace(proxy, name=f"{base.name}-variant", description=_describe(proxy))
-    reference = dataclasses.replace(
-        base,
-        name=f"{base.name}-reference",
-        epochs=args.ref_epochs,
-        train_samples=args.ref_samples,
-        val_samples=args.ref_val,
-        batch_size=args.ref_batch,
-    )
-    return proxy, dataclasses.replace(reference, description=_describe(reference))
+    @property
+    def label(self) -> str:
+        return f"{self.space.name}-s{self.seed}"
 
-
-def _describe(profile: ProxyProfile) -> str:
-    val = "all" if profile.val_samples is None else profile.val_samples
-    return (
-        f"the {PROFILE} profile's network trained {profile.epochs} epoch(s) of {profile.train_samples} "
-        f"images at batch {profile.batch_size}, validated on {val} images"
-    )
-
-
-def run_study(args: argparse.Namespace) -> dict[str, Any]:
-    wall_start = time.perf_counter()
-    torch.set_num_threads(args.threads)
-    space = get_space(SPACE)
-    base = space.profile(PROFILE)
-    proxy_profile, ref_profile = profiles(args, base)
-    proxy_config = TrainConfig() if args.proxy_lr is None else TrainConfig(lr=args.proxy_lr)
-    ref_config = TrainConfig(eval_every=1000)  # validate once, after the last epoch
-    data = load_dataset(DATASET, img_size=base.img_size, seed=args.seed)
-    cache = Cache(Path(args.cache_dir) / "cache.json")
-    oneshot = OneShot(args, space, base, data)
-
-    shape = {f: getattr(base, f) for f in ("img_size", "width_mult", "depth_mult", "relax_strides")}
-    part_settings = {
-        "proxy": {
-            "profile": dataclasses.asdict(proxy_profile),
-            "config": dataclasses.asdict(proxy_config),
-            "seed": args.seed,
-            "data": data.describe(),
-        },
-        "reference": {
-            "profile": dataclasses.asdict(ref_profile),
-            "config": dataclasses.asdict(ref_config),
-            "seed": args.seed,
-            "data": data.describe(),
-        },
-        "zero_cost": {
+    def _parts(self) -> list[Part]:
+        """Cheap parts first, so a study stopped during its references has every other column complete."""
+        shape = {f: getattr(self.base, f) for f in ("img_size", "width_mult", "depth_mult", "relax_strides")}
+        zc_settings = {
             "shape": shape,
-            "naswot_batch": proxy_profile.batch_size,
-            "seed": args.seed,
-            "data": data.describe(),
-        },
-    }
-    naswot_batch = first_batch(data, proxy_profile.batch_size, args.seed)
-    archs = sample_archs(space, base, args.n, args.seed)
-
-    oneshot_info = None
-    if oneshot.skipped is None:
-        oneshot_info = oneshot.trained(cache)
-
-    rows = []
-    for i, (sample_seed, arch) in enumerate(archs, start=1):
-        net = base.apply(arch)
-        print(f"[{i}/{len(archs)}] {arch.key}  (proxy network {net.key})", flush=True)
-        row: dict[str, Any] = {"key": arch.key, "proxy_key": net.key, "sample_seed": sample_seed}
-        row["params_full"] = full_params(arch)
-        zc, hit = cache.cached(
-            "zero_cost",
-            part_settings["zero_cost"],
-            net.key,
-            lambda net=net: zero_cost_part(net, data, naswot_batch, args.seed),
-        )
-        row.update(zc)
-        print(
-            "    "
-            + ", ".join(f"{n} {zc[n]:.4g} ({zc[f'{n}_seconds']:.1f} s)" for n in ZERO_COST)
-            + (" [cached]" if hit else ""),
-            flush=True,
-        )
-        for part, profile, config in (
-            ("proxy", proxy_profile, proxy_config),
-            ("reference", ref_profile, ref_config),
-        ):
-            result, hit = cache.cached(
-                part,
-                part_settings[part],
-                net.key,
-                lambda arch=arch, profile=profile, config=config: train_part(
-                    arch, profile, data, args.seed, config
-                ),
+            "naswot_batch": self.base.batch_size,
+            "seed": self.seed,
+            "data": self.data.describe(),
+        }
+        parts = [
+            Part(
+                "zero_cost",
+                "zero_cost",
+                zc_settings,
+                lambda arch, net: zero_cost_part(net, self.data, self.naswot_batch(), self.seed),
             )
-            row[part] = result
-            print(f"    {part}: {_fmt_top1(result)} ({result['seconds']:.1f} s)" + _cached(hit), flush=True)
-        if oneshot.skipped is None:
-            result, hit = cache.cached(
-                "oneshot", oneshot.settings, net.key, lambda arch=arch: oneshot.evaluate(arch)
+        ]
+        if self.oneshot.skipped is None:
+            parts.append(
+                Part(
+                    "oneshot",
+                    "oneshot",
+                    self.oneshot.settings,
+                    lambda arch, net: self.oneshot.evaluate(arch, self.cache),
+                )
             )
-            row["oneshot"] = result
-            print(f"    oneshot: {_fmt_top1(result)} ({result['seconds']:.1f} s)" + _cached(hit), flush=True)
-        rows.append(row)
+        for name, (profile, config) in self.variants.items():
+            parts.append(self._training_part(f"proxy:{name}", profile, config))
+        parts.append(self._training_part("reference", self.reference, self.ref_config))
+        return parts
 
-    proxy_images, ref_images = trained_images(proxy_profile, data), trained_images(ref_profile, data)
-    settings = {
-        "space": SPACE,
-        "n": len(archs),
-        "seed": args.seed,
-        "sample_seeds": [seed for seed, _ in archs],
-        "dataset": data.describe(),
-        "proxy_profile": dataclasses.asdict(proxy_profile),
-        "proxy_config": dataclasses.asdict(proxy_config),
-        "proxy_is_cpu_profile": proxy_profile == base and proxy_config == TrainConfig(),
-        "reference_profile": dataclasses.asdict(ref_profile),
-        "reference_config": dataclasses.asdict(ref_config),
-        "trained_images": {"proxy": proxy_images, "reference": ref_images},
-        "reference_to_proxy_compute": ref_images / proxy_images,
-        "zero_cost_network": (
-            f"the proxy network profile.apply(arch) at {base.img_size} px, {data.in_chans} channel(s), "
-            f"{data.num_classes} classes; naswot on the first training minibatch of "
-            f"{proxy_profile.batch_size}"
-        ),
-        "oneshot": {"skipped": oneshot.skipped} if oneshot.skipped else {"skipped": None, **oneshot.settings},
-        "cost_note": (
-            "seconds per arch are wall seconds of each call (proxy and reference: build, training and "
-            "validation); params and macs share one fvcore trace, charged to params; the one-shot "
-            "supernet's training is amortised over the n architectures"
-        ),
-        "ranking": {"top_frac": TOP_FRAC, "top_min": TOP_MIN, "precision_k": PRECISION_K},
-        "torch_threads": torch.get_num_threads(),
-        "cpu_count": os.cpu_count(),
-        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "device": "cpu" if not torch.cuda.is_available() else torch.cuda.get_device_name(),
-    }
-    summary = summarize(rows, oneshot_info, len(archs))
-    return {
-        "settings": settings,
-        "summary": summary,
-        "acceptance": acceptance(summary),
-        "costs": costs(rows, oneshot_info),
-        "rows": rows,
-        "wall_seconds": time.perf_counter() - wall_start,
-    }
+    def _training_part(self, name: str, profile: ProxyProfile, config: TrainConfig) -> Part:
+        return Part(
+            name,
+            name.split(":")[0],
+            training_settings(profile, config, self.seed, self.data),
+            lambda arch, net: train_part(arch, profile, self.data, self.seed, config),
+            trained_images(profile, self.data),
+        )
+
+    def naswot_batch(self) -> torch.Tensor:
+        if self._naswot_batch is None:
+            self._naswot_batch = first_batch(self.data, self.base.batch_size, self.seed)
+        return self._naswot_batch
+
+    def cached(self, part: Part) -> list[dict[str, Any] | None]:
+        """``part``'s cached result for each architecture (None: not computed yet)."""
+        return [self.cache.get(part.kind, part.settings, self.base.apply(arch).key) for _, arch in self.archs]
+
+    def compute(self, deadline: float) -> bool:
+        """Compute every missing result, part by part, starting none after ``deadline`` (perf_counter);
+        True if the study is complete."""
+        for part in self.parts:
+            for i, (_, arch) in enumerate(self.archs, start=1):
+                net = self.base.apply(arch)
+                if self.cache.get(part.kind, part.settings, net.key) is not None:
+                    continue
+                if time.perf_counter() > deadline:
+                    print(f"{self.label}: --stop-after reached; the rest is left for a later run", flush=True)
+                    return False
+                result = part.compute(arch, net)
+                self.cache.put(part.kind, part.settings, net.key, result)
+                print(
+                    f"{self.label} [{i}/{len(self.archs)}] {part.name} {net.key}: {_fmt(result)}", flush=True
+                )
+        return True
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per architecture with every cached result (a part not computed yet is absent)."""
+        rows = []
+        for sample_seed, arch in self.archs:
+            net = self.base.apply(arch)
+            rows.append(
+                {
+                    "key": arch.key,
+                    "proxy_key": net.key,
+                    "sample_seed": sample_seed,
+                    "params_full": full_params(arch),
+                }
+            )
+        for part in self.parts:
+            for row, result in zip(rows, self.cached(part), strict=True):
+                if result is not None:
+                    row[part.name] = result
+        return rows
+
+    def status(self) -> str:
+        multiple = self.ref_images / trained_images(self.base, self.data)
+        lines = [
+            f"{self.label}: {len(self.archs)} architectures, reference {multiple:.1f}x the cpu proxy's "
+            f"images; cache {self.cache.path}"
+        ]
+        for part in self.parts:
+            results = [r for r in self.cached(part) if r is not None]
+            left = len(self.archs) - len(results)
+            images = "" if part.trained_images is None else f"{part.trained_images} images"
+            line = f"  {part.name:<20} {images:>14} {len(results):>3}/{len(self.archs)} done"
+            if left and results:
+                mean = sum(r["seconds"] for r in results) / len(results)
+                line += f"; {left} left, about {left * mean / 3600:.2f} h at {mean:.0f} s each so far"
+            elif left:
+                line += f"; {left} left"
+            lines.append(line)
+        if self.oneshot.skipped is None and self.oneshot.train_info(self.cache) is None:
+            lines.append("  (the one-shot supernet is trained before its first score)")
+        return "\n".join(lines)
+
+    def evaluators(self) -> list[str]:
+        """The ranked evaluators, in table order: proxy variants, one-shot, zero-cost scores."""
+        names = [part.name for part in self.parts if part.kind == "proxy"]
+        return names + (["oneshot"] if self.oneshot.skipped is None else []) + list(ZERO_COST)
+
+    def result(self) -> dict[str, Any]:
+        """The study's JSON: settings, summary over the architectures whose reference is done, rows."""
+        rows = self.rows()
+        oneshot_info = self.oneshot.train_info(self.cache) if self.oneshot.skipped is None else None
+        images = {part.name: part.trained_images for part in self.parts if part.trained_images is not None}
+        proxy_images = trained_images(self.base, self.data)  # the cpu profile's: the default variant's
+        missing = {part.name: sum(part.name not in row for row in rows) for part in self.parts}
+        settings = {
+            "space": self.space.name,
+            "n": len(self.archs),
+            "seed": self.seed,
+            "sample_seeds": [seed for seed, _ in self.archs],
+            "dataset": self.data.describe(),
+            "cpu_profile": dataclasses.asdict(self.base),
+            "variants": {
+                name: {"profile": dataclasses.asdict(profile), "config": dataclasses.asdict(config)}
+                for name, (profile, config) in self.variants.items()
+            },
+            "default_variant": DEFAULT_VARIANT,
+            "reference_profile": dataclasses.asdict(self.reference),
+            "reference_config": dataclasses.asdict(self.ref_config),
+            "trained_images": images,
+            "reference_to_proxy_compute": self.ref_images / proxy_images,
+            "max_variant_share": MAX_VARIANT_SHARE,
+            "zero_cost_network": (
+                f"the proxy network profile.apply(arch) at {self.base.img_size} px, {self.data.in_chans} "
+                f"channel(s), {self.data.num_classes} classes; naswot on the first training minibatch of "
+                f"{self.base.batch_size}"
+            ),
+            "oneshot": {"skipped": self.oneshot.skipped}
+            if self.oneshot.skipped
+            else {"skipped": None, **self.oneshot.settings},
+            "cost_note": (
+                "seconds per arch are wall seconds of each call (proxy and reference: build, training and "
+                "validation); params and macs share one fvcore trace, charged to params; the one-shot "
+                "supernet's training is amortised over the n architectures"
+            ),
+            "ranking": {"top_frac": TOP_FRAC, "top_min": TOP_MIN, "precision_k": PRECISION_K},
+            "torch_threads": torch.get_num_threads(),
+            "cpu_count": os.cpu_count(),
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "machine": platform.machine(),
+            "device": "cpu",
+        }
+        summary = summarize(rows, self.evaluators(), oneshot_info)
+        return {
+            "partial": any(missing.values()),
+            "missing": missing,
+            "settings": settings,
+            "summary": summary,
+            "acceptance": acceptance(summary),
+            "costs": costs(rows, [part.name for part in self.parts], oneshot_info),
+            "rows": rows,
+        }
 
 
-def _fmt_top1(result: dict[str, Any]) -> str:
-    return "diverged" if result["top1"] is None else f"{result['top1']:.2f}%"
+def _fmt(result: dict[str, Any]) -> str:
+    if "top1" not in result:
+        return ", ".join(f"{n} {result[n]:.4g}" for n in ZERO_COST) + f" ({result['seconds']:.1f} s)"
+    top1 = "diverged" if result["top1"] is None else f"{result['top1']:.2f}%"
+    return f"{top1} ({result['seconds']:.1f} s)"
 
 
-def _cached(hit: bool) -> str:
-    return " [cached]" if hit else ""
+# --- the summary -----------------------------------------------------------------------------------------
 
 
 def _score(value: float | None) -> float:
@@ -441,74 +562,112 @@ def _score(value: float | None) -> float:
     return -math.inf if value is None else float(value)
 
 
-def scores(rows: list[dict[str, Any]], name: str) -> list[float] | None:
-    """Each row's score under evaluator ``name`` (higher is better), None when it was not run."""
-    if name in ("proxy", "oneshot", "reference"):
-        if name not in rows[0]:
-            return None
-        return [_score(row[name]["top1"]) for row in rows]
-    return [_score(row[name]) for row in rows]
+def score(row: dict[str, Any], name: str) -> float | None:
+    """``row``'s score under evaluator ``name`` (higher is better); None when that part is not done."""
+    if name in ZERO_COST:
+        return _score(row["zero_cost"][name]) if "zero_cost" in row else None
+    return _score(row[name]["top1"]) if name in row else None
 
 
-def summarize(rows: list[dict[str, Any]], oneshot_info: dict[str, Any] | None, n: int) -> dict[str, Any]:
-    """Rank agreement of every evaluator with the reference, over the rows whose reference did not diverge."""
-    valid = [row for row in rows if row["reference"]["top1"] is not None]
-    ref = scores(valid, "reference")
-    out: dict[str, Any] = {}
-    for name in EVALUATORS:
-        pred = scores(valid, name)
-        if pred is None:
-            out[name] = None
+def seconds(row: dict[str, Any], name: str) -> float:
+    return row["zero_cost"][f"{name}_seconds"] if name in ZERO_COST else row[name]["seconds"]
+
+
+def summarize(
+    rows: list[dict[str, Any]], evaluators: list[str], oneshot_info: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Rank agreement of every evaluator with the reference, over the rows where both are done and the
+    reference did not diverge; the best proxy variant by Spearman and whether it beats the default."""
+    done = [row for row in rows if "reference" in row and row["reference"]["top1"] is not None]
+    out: dict[str, Any] = {"evaluators": {}}
+    for name in evaluators:
+        both = [row for row in done if score(row, name) is not None]
+        ran = [row for row in rows if score(row, name) is not None]
+        if not ran:
+            out["evaluators"][name] = None
             continue
-        top = kendall_top(ref, pred, frac=TOP_FRAC, min_items=TOP_MIN)
-        out[name] = {
-            "spearman": spearman(ref, pred),
-            "kendall": kendall_tau(ref, pred),
-            "kendall_top10": top.tau,
-            "kendall_top10_count": top.count,
-            "precision_at_5": precision_at_k(ref, pred, k=PRECISION_K),
-            "seconds_per_arch": seconds_per_arch(rows, name, oneshot_info, n),
+        entry: dict[str, Any] = {
+            "n": len(both),
+            "seconds_per_arch": sum(seconds(r, name) for r in ran) / len(ran),
         }
         if name == "oneshot" and oneshot_info is not None:
-            out[name]["train_seconds_total"] = oneshot_info["train_seconds"]
-            out[name]["train_seconds_amortised"] = oneshot_info["train_seconds"] / n
-    out["reference"] = {"seconds_per_arch": seconds_per_arch(rows, "reference", None, n), "n": len(valid)}
-    return out
-
-
-def seconds_per_arch(
-    rows: list[dict[str, Any]], name: str, oneshot_info: dict[str, Any] | None, n: int
-) -> float:
-    if name in ("proxy", "reference", "oneshot"):
-        mean = sum(row[name]["seconds"] for row in rows) / len(rows)
-        if name == "oneshot" and oneshot_info is not None:
-            mean += oneshot_info["train_seconds"] / n  # the supernet's training, amortised
-        return mean
-    return sum(row[f"{name}_seconds"] for row in rows) / len(rows)
-
-
-def costs(rows: list[dict[str, Any]], oneshot_info: dict[str, Any] | None) -> dict[str, Any]:
-    """Total seconds of every part (cached results count with the seconds they took when computed)."""
-    out: dict[str, Any] = {
-        part: sum(row[part]["seconds"] for row in rows)
-        for part in ("proxy", "reference", "oneshot")
-        if part in rows[0]
+            entry["train_seconds_total"] = oneshot_info["train_seconds"]
+            entry["train_seconds_amortised"] = oneshot_info["train_seconds"] / len(rows)
+            entry["seconds_per_arch"] += entry["train_seconds_amortised"]
+        if len(both) >= 2:
+            ref, pred = [score(r, "reference") for r in both], [score(r, name) for r in both]
+            top = kendall_top(ref, pred, frac=TOP_FRAC, min_items=TOP_MIN)
+            entry.update(
+                spearman=spearman(ref, pred),
+                kendall=kendall_tau(ref, pred),
+                kendall_top10=top.tau,
+                kendall_top10_count=top.count,
+                precision_at_5=precision_at_k(ref, pred, k=PRECISION_K),
+            )
+        out["evaluators"][name] = entry
+    ran = [row for row in rows if "reference" in row]
+    out["reference"] = {
+        "n": len(done),
+        "diverged": len(ran) - len(done),
+        "seconds_per_arch": sum(r["reference"]["seconds"] for r in ran) / len(ran) if ran else None,
     }
-    out["zero_cost"] = {name: sum(row[f"{name}_seconds"] for row in rows) for name in ZERO_COST}
-    if oneshot_info is not None:
-        out["oneshot_train"] = oneshot_info["train_seconds"]
-        out["oneshot_eval"] = out.pop("oneshot")
-    out["reference_to_proxy_seconds"] = out["reference"] / out["proxy"]
+    ranked = {
+        name: s["spearman"]
+        for name, s in out["evaluators"].items()
+        if name.startswith("proxy:") and s is not None and math.isfinite(s.get("spearman", math.nan))
+    }
+    default = out["evaluators"].get(f"proxy:{DEFAULT_VARIANT}")
+    best = max(ranked, key=ranked.get) if ranked else None
+    out["best_proxy"] = {
+        "variant": best and best.removeprefix("proxy:"),
+        "spearman": ranked.get(best),
+        "default": DEFAULT_VARIANT,
+        "default_spearman": default.get("spearman") if default else None,
+        "beats_default": (
+            None
+            if best is None or f"proxy:{DEFAULT_VARIANT}" not in ranked
+            else ranked[best] > ranked[f"proxy:{DEFAULT_VARIANT}"]
+        ),
+    }
     return out
 
 
 def acceptance(summary: dict[str, Any]) -> dict[str, Any]:
-    proxy = summary["proxy"]["spearman"]
+    """Issue 18's targets, None where the figure is not measured yet."""
+    s = summary["evaluators"]
+
+    def stat(name: str, key: str) -> float | None:
+        value = (s.get(name) or {}).get(key)
+        return value if value is not None and math.isfinite(value) else None
+
+    default = stat(f"proxy:{DEFAULT_VARIANT}", "spearman")
+    best = summary["best_proxy"]["spearman"]
+    oneshot = stat("oneshot", "kendall")
+
+    def at_least(value: float | None, bar: float) -> bool | None:
+        return None if value is None else value >= bar
+
+    def beats(name: str) -> bool | None:
+        other = stat(name, "spearman")
+        return None if default is None or other is None else default > other
+
     return {
-        f"proxy_spearman_at_least_{MIN_PROXY_SPEARMAN}": proxy >= MIN_PROXY_SPEARMAN,
-        "proxy_beats_params": proxy > summary["params"]["spearman"],
-        "proxy_beats_macs": proxy > summary["macs"]["spearman"],
+        f"default_proxy_spearman_at_least_{MIN_PROXY_SPEARMAN}": at_least(default, MIN_PROXY_SPEARMAN),
+        f"best_proxy_spearman_at_least_{MIN_PROXY_SPEARMAN}": at_least(best, MIN_PROXY_SPEARMAN),
+        f"oneshot_kendall_at_least_{MIN_ONESHOT_KENDALL}": at_least(oneshot, MIN_ONESHOT_KENDALL),
+        "default_proxy_beats_params": beats("params"),
+        "default_proxy_beats_macs": beats("macs"),
     }
+
+
+def costs(
+    rows: list[dict[str, Any]], parts: list[str], oneshot_info: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Total seconds of every part so far (cached results count with the seconds they took when computed)."""
+    out: dict[str, Any] = {part: sum(row[part]["seconds"] for row in rows if part in row) for part in parts}
+    if oneshot_info is not None:
+        out["oneshot_train"] = oneshot_info["train_seconds"]
+    return out
 
 
 # --- output ----------------------------------------------------------------------------------------------
@@ -525,90 +684,186 @@ def finite(value: Any) -> Any:
     return value
 
 
-def table(summary: dict[str, Any]) -> str:
-    head = f"{'evaluator':<10} {'spearman':>9} {'kendall':>8} {'tau top':>10} {'prec@5':>7} {'s/arch':>8}"
-    lines = [head, "-" * len(head)]
-    for name in EVALUATORS:
-        s = summary[name]
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None or not math.isfinite(value) else format(value, fmt)
+
+
+_LABELS = {
+    "oneshot": "one-shot supernet",
+    "params": "params",
+    "macs": "MACs",
+    "synflow": "synflow",
+    "naswot": "NASWOT",
+}
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The README's table of one study (marked partial while results are missing)."""
+    st, summary = result["settings"], result["summary"]
+    n, done = st["n"], summary["reference"]["n"]
+    ref = st["reference_profile"]
+    title = f"#### `{st['space']}`, seed {st['seed']}"
+    if result["partial"]:
+        left = ", ".join(f"{name} {count}" for name, count in result["missing"].items() if count)
+        title += f" (partial: {done} of {n} references; missing per part: {left})"
+    lines = [
+        title,
+        "",
+        f"Reference: {ref['epochs']} epoch(s) of {ref['train_samples'] or 'all'} images at batch "
+        f"{ref['batch_size']} ({st['trained_images']['reference']} images, "
+        f"{st['reference_to_proxy_compute']:.1f}x the cpu profile's), validated on "
+        f"{ref['val_samples'] or 'all ' + str(st['dataset']['val'])} images.",
+        "",
+        "| evaluator | trained images | archs | Spearman | Kendall | Kendall in ref. top 10% | precision@5 "
+        "| s / arch |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, s in summary["evaluators"].items():
+        label = _LABELS.get(name, name.replace("proxy:", "proxy "))
+        if name == f"proxy:{DEFAULT_VARIANT}":
+            label += " (default)"
         if s is None:
-            lines.append(f"{name:<10} {'skipped':>9}")
+            lines.append(f"| {label} | | 0 | | | | | |")
             continue
-        top = f"{s['kendall_top10']:.3f} ({s['kendall_top10_count']})"
+        images = st["trained_images"].get(name, "")
+        top = s.get("kendall_top10")
+        top_text = "-" if top is None else f"{_num(top, '.2f')} ({s['kendall_top10_count']})"
         lines.append(
-            f"{name:<10} {s['spearman']:>9.3f} {s['kendall']:>8.3f} {top:>10} {s['precision_at_5']:>7.2f} "
-            f"{s['seconds_per_arch']:>8.2f}"
+            f"| {label} | {images} | {s['n']} | {_num(s.get('spearman'), '.3f')} | "
+            f"{_num(s.get('kendall'), '.3f')} | {top_text} | {_num(s.get('precision_at_5'), '.2f')} | "
+            f"{_num(s['seconds_per_arch'], '.2f')} |"
         )
     lines.append(
-        f"{'reference':<10} {'':>9} {'':>8} {'':>10} {'':>7} {summary['reference']['seconds_per_arch']:>8.2f}"
+        f"| reference | {st['trained_images']['reference']} | {done} | | | | | "
+        f"{_num(summary['reference']['seconds_per_arch'], '.1f')} |"
     )
+    best = summary["best_proxy"]
+    if best["variant"] is not None:
+        verdict = {True: "beats", False: "does not beat", None: "is not compared with"}[best["beats_default"]]
+        lines += [
+            "",
+            f"Best proxy variant: `{best['variant']}` (Spearman {best['spearman']:.3f}); it {verdict} "
+            f"the default `{best['default']}` ({_num(best['default_spearman'], '.3f')}).",
+        ]
     return "\n".join(lines)
 
 
-def plot(result: dict[str, Any], path: Path) -> None:
+def plot(result: dict[str, Any], path: Path) -> bool:
+    """Reference top-1 against each evaluator's score; False (nothing written) under 2 references."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import NullFormatter
 
-    rows = [row for row in result["rows"] if row["reference"]["top1"] is not None]
-    names = [name for name in EVALUATORS if result["summary"][name] is not None]
-    cols = 3
-    fig, axes = plt.subplots(
-        math.ceil(len(names) / cols),
-        cols,
-        figsize=(4.2 * cols, 3.6 * math.ceil(len(names) / cols)),
-        squeeze=False,
-    )
-    ref = scores(rows, "reference")
+    summary = result["summary"]
+    names = [name for name, s in summary["evaluators"].items() if s is not None and "spearman" in s]
+    if not names:
+        return False
+    rows = [row for row in result["rows"] if "reference" in row and row["reference"]["top1"] is not None]
+    cols = 4
+    height = math.ceil(len(names) / cols)
+    fig, axes = plt.subplots(height, cols, figsize=(4.0 * cols, 3.4 * height), squeeze=False)
     for ax, name in zip(axes.flat, names, strict=False):
-        pred = scores(rows, name)
-        points = [(p, r) for p, r in zip(pred, ref, strict=True) if math.isfinite(p)]
-        ax.scatter([p for p, _ in points], [r for _, r in points], s=18)
+        points = [(score(r, name), score(r, "reference")) for r in rows if score(r, name) is not None]
+        shown = [(p, r) for p, r in points if math.isfinite(p)]
+        ax.scatter([p for p, _ in shown], [r for _, r in shown], s=18)
         if name in ("params", "macs"):
             ax.set_xscale("log")
             ax.xaxis.set_minor_formatter(NullFormatter())  # the minor labels of a short decade overlap
-        dropped = len(pred) - len(points)
-        s = result["summary"][name]
+        s = summary["evaluators"][name]
+        dropped = len(points) - len(shown)
         ax.set_title(
-            f"{name}: rho {s['spearman']:.2f}, tau {s['kendall']:.2f}"
+            f"{name}: rho {_num(s['spearman'], '.2f')}, tau {_num(s['kendall'], '.2f')}"
             + (f" ({dropped} at -inf)" if dropped else ""),
-            fontsize=10,
+            fontsize=9,
         )
-        label = {
-            "proxy": "proxy top-1 (%)",
-            "oneshot": "one-shot top-1 (%)",
-            "params": "params (proxy net)",
-            "macs": "MACs (proxy net)",
-        }
-        ax.set_xlabel(label.get(name, f"{name} score"))
+        ax.set_xlabel(
+            f"{name} top-1 (%)" if name.startswith("proxy:") or name == "oneshot" else f"{name} (proxy net)"
+        )
         ax.set_ylabel("reference top-1 (%)")
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(names) :]:
         ax.set_visible(False)
     st = result["settings"]
     fig.suptitle(
-        f"{st['space']} x {st['dataset']['dataset']}: {st['n']} archs, reference = "
-        f"{st['reference_to_proxy_compute']:.1f}x the proxy's trained images",
+        f"{st['space']} x {st['dataset']['dataset']}, seed {st['seed']}: {summary['reference']['n']} of "
+        f"{st['n']} archs, reference = {st['reference_to_proxy_compute']:.1f}x the cpu proxy's trained images"
+        + (" (partial)" if result["partial"] else ""),
         fontsize=11,
     )
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
+    return True
+
+
+# --- the command line ------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--space", nargs="+", choices=SPACES, default=list(SPACES), help="default: both")
+    parser.add_argument("--seed", nargs="+", type=int, default=list(STUDY_SEEDS), help="default: 1 2")
+    parser.add_argument("--n", type=int, default=20, help="architectures per study (default 20)")
+    parser.add_argument(
+        "--variants", nargs="+", help="proxy variants (default: the space's VARIANTS), e.g. cpu e2 n4000-b128"
+    )
+    parser.add_argument("--status", action="store_true", help="print what is done and left; train nothing")
+    parser.add_argument("--markdown", action="store_true", help="print the README tables; train nothing")
+    parser.add_argument(
+        "--stop-after", type=float, help="minutes after which no new result is started (outputs are partial)"
+    )
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="JSON and PNG folder")
+    parser.add_argument("--cache-dir", default=str(ROOT / "benchmarks" / "results" / "evaluator_quality"))
+    parser.add_argument("--supernet-dir", default=str(ROOT / "runs" / "evaluator_quality"))
+    parser.add_argument("--no-oneshot", action="store_true", help="skip the one-shot evaluator")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    ref = parser.add_argument_group("reference (default per space: REFERENCES)")
+    ref.add_argument("--ref-epochs", type=int)
+    ref.add_argument("--ref-samples", type=int, help="training images per epoch")
+    ref.add_argument("--ref-batch", type=int)
+    ref.add_argument("--ref-val", type=int, default=None, help="validation images (default: all 6000)")
+    oneshot = parser.add_argument_group("one-shot (default: OneShotConfig())")
+    oneshot.add_argument("--oneshot-epochs", type=int)
+    oneshot.add_argument("--oneshot-samples", type=int)
+    args = parser.parse_args(argv)
+    if args.n < 2:
+        parser.error("--n: at least 2 architectures are needed to rank")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    result = run_study(args)
+    torch.set_num_threads(args.threads)
+    try:
+        studies = [Study(space, seed, args) for space in args.space for seed in args.seed]
+    except ValueError as err:
+        print(f"evaluator_quality: {err}", file=sys.stderr)
+        return 2
+    if args.status:
+        print("\n".join(study.status() for study in studies))
+        return 0
+    if args.markdown:
+        print("\n\n".join(markdown(study.result()) for study in studies))
+        return 0
+    start = time.perf_counter()
+    deadline = math.inf if args.stop_after is None else start + 60 * args.stop_after
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "evaluator_quality.json").write_text(json.dumps(finite(result), indent=1) + "\n")
-    plot(result, out / "evaluator_quality.png")
-    print()
-    print(table(result["summary"]))
-    print(f"part totals (s): {json.dumps(finite(result['costs']), default=str)}")
-    print(f"acceptance: {result['acceptance']}")
-    print(f"wall time {result['wall_seconds']:.0f} s; wrote {out / 'evaluator_quality.json'} and .png")
+    for study in studies:
+        study.compute(deadline)
+        result = study.result()
+        path = out / f"evaluator_quality-{study.label}.json"
+        path.write_text(json.dumps(finite(result), indent=1) + "\n")
+        plotted = plot(result, path.with_suffix(".png"))
+        print()
+        print(markdown(result))
+        print(f"acceptance: {result['acceptance']}")
+        print(
+            f"wrote {path}" + (" and .png" if plotted else " (no plot: fewer than 2 references)"), flush=True
+        )
+    print(f"wall time {time.perf_counter() - start:.0f} s")
     return 0
 
 

@@ -1,0 +1,151 @@
+"""benchmarks/evaluator_quality.py: proxy variants, the per-study cache a later run resumes from, --status,
+--stop-after and --markdown. The fast tests replace training and the zero-cost scores by deterministic
+functions of the network (counting every call) and the data by the synthetic set; the slow one trains."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def eq():
+    spec = importlib.util.spec_from_file_location(
+        "evaluator_quality", ROOT / "benchmarks" / "evaluator_quality.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules[spec.name]
+
+
+def _quality(key: str) -> float:
+    return int(hashlib.sha1(key.encode()).hexdigest()[:6], 16) / 0xFFFFFF
+
+
+@pytest.fixture(scope="module")
+def synthetic(eq):
+    """10000 training images: a reference of 2 x 9984 is 10x the cpu profile's 1984."""
+    return eq.load_dataset("synthetic", img_size=32, seed=1, train_samples=10000, val_size=200)
+
+
+@pytest.fixture
+def fake(eq, synthetic, monkeypatch):
+    """Training and zero-cost scoring replaced by functions of the shrunk network; ``calls`` records them."""
+    calls: list[tuple[str, str]] = []
+
+    def train_part(arch, profile, data, seed, config):
+        net = profile.apply(arch).key
+        calls.append((f"{profile.name}/lr{config.lr}", net))
+        noise = _quality(net + profile.name + str(config.lr)) * (0.02 if "reference" in profile.name else 0.3)
+        return {"top1": 100 * (_quality(net) + noise) / 1.3, "seconds": 2.0}
+
+    def zero_cost_part(net, data, batch, seed):
+        calls.append(("zero_cost", net.key))
+        scores = {name: _quality(net.key + name) for name in eq.ZERO_COST}
+        return {**scores, **{f"{n}_seconds": 0.1 for n in eq.ZERO_COST}, "seconds": 0.4}
+
+    monkeypatch.setattr(eq, "train_part", train_part)
+    monkeypatch.setattr(eq, "zero_cost_part", zero_cost_part)
+    monkeypatch.setattr(eq, "load_dataset", lambda name, **kw: synthetic)
+    return calls
+
+
+def _args(tmp_path: Path, *extra: str) -> list[str]:
+    # reference: 2 x 9984 images = 19968 >= 10x the cpu profile's 1984; the fakes train nothing
+    return [
+        "--space", "coatnet", "--seed", "1", "--n", "3", "--no-oneshot",
+        "--ref-epochs", "2", "--ref-samples", "10000",
+        "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"), *extra,
+    ]  # fmt: skip
+
+
+def test_variant_names(eq):
+    base = eq.get_space("coatnet").profile("cpu")
+    assert eq.parse_variant("cpu", base) == (base, eq.TrainConfig())
+    profile, config = eq.parse_variant("e2-n4000-b128-v6000-lr3e-3", base)
+    assert (profile.epochs, profile.train_samples, profile.batch_size, profile.val_samples) == (
+        2,
+        4000,
+        128,
+        6000,
+    )
+    assert config.lr == 3e-3 and profile.width_mult == base.width_mult
+    assert eq.parse_variant("lr0.002-e3", base)[0].epochs == 3
+    for bad in ("fast", "e2-", "e0", "e2-e3", "n40.5", "x2", "lr-1"):
+        with pytest.raises(ValueError, match="proxy variant"):
+            eq.parse_variant(bad, base)
+
+
+def test_study_resumes_from_its_cache(eq, fake, tmp_path, capsys, monkeypatch):
+    assert eq.main(_args(tmp_path, "--variants", "cpu", "lr3e-3", "--status")) == 0
+    status = capsys.readouterr().out
+    assert "proxy:lr3e-3" in status and status.count("0/3 done") == 4 and not fake
+
+    assert eq.main(_args(tmp_path, "--variants", "cpu", "lr3e-3")) == 0
+    assert len(fake) == 3 * 4  # zero-cost, two variants, the reference: once per architecture
+    result = json.loads((tmp_path / "out" / "evaluator_quality-coatnet-s1.json").read_text())
+    assert (tmp_path / "out" / "evaluator_quality-coatnet-s1.png").stat().st_size > 0
+    assert not result["partial"] and result["settings"]["trained_images"]["proxy:cpu"] == 1984
+    assert result["settings"]["reference_to_proxy_compute"] == pytest.approx(19968 / 1984)
+    proxies = {k: v for k, v in result["summary"]["evaluators"].items() if k.startswith("proxy:")}
+    assert set(proxies) == {"proxy:cpu", "proxy:lr3e-3"}
+    assert all(s["n"] == 3 and -1 <= s["spearman"] <= 1 for s in proxies.values())
+    best = result["summary"]["best_proxy"]
+    by_rho = max(proxies, key=lambda k: proxies[k]["spearman"]).removeprefix("proxy:")
+    assert best["variant"] == by_rho
+    assert best["beats_default"] == (
+        proxies[f"proxy:{by_rho}"]["spearman"] > proxies["proxy:cpu"]["spearman"]
+    )
+    capsys.readouterr()
+
+    # a rerun recomputes nothing; a new variant computes only its own results
+    fake.clear()
+    assert eq.main(_args(tmp_path, "--variants", "cpu", "lr3e-3", "n1000")) == 0
+    assert [name for name, _ in fake] == ["cpu-n1000/lr0.001"] * 3
+    again = json.loads((tmp_path / "out" / "evaluator_quality-coatnet-s1.json").read_text())
+    assert again["summary"]["evaluators"]["proxy:cpu"] == result["summary"]["evaluators"]["proxy:cpu"]
+
+    # stopped at once: nothing computed, the outputs and the README table say partial
+    fake.clear()
+    assert eq.main(_args(tmp_path, "--variants", "cpu", "n1500", "--stop-after", "0")) == 0
+    assert not fake
+    partial = json.loads((tmp_path / "out" / "evaluator_quality-coatnet-s1.json").read_text())
+    assert partial["partial"] and partial["missing"]["proxy:n1500"] == 3
+    capsys.readouterr()
+    assert eq.main(_args(tmp_path, "--variants", "cpu", "n1500", "--markdown")) == 0
+    table = capsys.readouterr().out
+    assert "(partial: 3 of 3 references; missing per part: proxy:n1500 3)" in table
+    assert "| proxy cpu (default) | 1984 | 3 |" in table and "| proxy n1500 | | 0 |" in table
+
+
+def test_variant_over_a_tenth_of_the_reference_is_refused(eq, fake, tmp_path, capsys):
+    assert eq.main(_args(tmp_path, "--variants", "cpu", "e2")) == 2
+    err = capsys.readouterr().err.strip()
+    assert "more than a tenth of the reference's 19968" in err and len(err.splitlines()) == 1
+    assert eq.main(_args(tmp_path, "--variants", "e2-x3")) == 2
+    assert "proxy variant 'e2-x3'" in capsys.readouterr().err
+    assert not fake
+
+
+@pytest.mark.slow
+def test_tiny_study_trains_end_to_end(eq, tmp_path):
+    """Real training and zero-cost scores on Fashion-MNIST: 3 architectures, 64-image variants."""
+    argv = [
+        "--space", "coatnet", "--seed", "1", "--n", "3", "--no-oneshot",
+        "--variants", "n64-b16-v64", "e2-n32-b16-v64",
+        "--ref-epochs", "2", "--ref-samples", "320", "--ref-batch", "32", "--ref-val", "128",
+        "--out", str(tmp_path), "--cache-dir", str(tmp_path / "cache"),
+    ]  # fmt: skip
+    assert eq.main(argv) == 0
+    result = json.loads((tmp_path / "evaluator_quality-coatnet-s1.json").read_text())
+    assert not result["partial"] and result["summary"]["reference"]["n"] == 3
+    assert all(0 < row["reference"]["top1"] <= 100 for row in result["rows"])
