@@ -46,7 +46,8 @@ def _search(runs_dir: Path, study: str, seed: int, env: dict[str, str]) -> dict[
     args = [sys.executable, "-m", "nas", "search", *COMMAND, "--seed", str(seed)]
     args += ["--study", study, "--runs-dir", str(runs_dir)]
     start = time.perf_counter()
-    subprocess.run(args, check=True, env=env, cwd=REPO, stdout=subprocess.DEVNULL)
+    # run from the runs folder: `python -m` puts the working directory before PYTHONPATH on sys.path
+    subprocess.run(args, check=True, env=env, cwd=runs_dir, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - start
     from results.report import feasible_fractions  # the code under test's own rule
 
@@ -71,6 +72,16 @@ def _search(runs_dir: Path, study: str, seed: int, env: dict[str, str]) -> dict[
     }
 
 
+def _commit(path: Path) -> str:
+    """The checked-out commit of the code under test (and '+changes' if it has uncommitted ones)."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True).stdout.strip()
+
+    changed = git("status", "--porcelain", "--untracked-files=no")
+    return git("rev-parse", "--short", "HEAD") + ("+changes" if changed else "")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
@@ -91,6 +102,7 @@ def main() -> None:
     document = {
         "command": "nas search " + " ".join(COMMAND),
         "code": env["PYTHONPATH"],
+        "commit": _commit(Path(env["PYTHONPATH"].split(os.pathsep)[0])),
         "cpu": platform.processor() or platform.machine(),
         "cores": os.cpu_count(),
         "load_before": load_before,
