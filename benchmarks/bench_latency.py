@@ -27,10 +27,14 @@ can slow down)::
         [--threads 2] [--devices cpu cuda] [--out benchmarks/results]
 
 It pins ``torch.set_num_threads(--threads)`` (2 by default) for the tables and the measurements alike and
-says so. The default run takes about 20-25 minutes on 2 quiet CPU cores, more than half of it the batch-8
-coatnet networks (17 G MACs per image on average, up to 50 G); a smoke run (``--archs 3 --batches 1``)
-about a minute. It prints a table and
-writes ``bench_latency.json`` (settings, per-architecture rows, per-row summary) under ``--out``.
+says so. Each (device, batch, space) row records when it was measured and the load averages before and after
+(``os.getloadavg``): measure on a quiet machine, under the shared bench lock where there is one
+(``flock /work/bench.lock nice -n -10 ...``). A run replaces the rows it measures in an existing
+``bench_latency.json`` of the same per-row settings and keeps the others, so the study can be measured in
+pieces (``--spaces coatnet --batches 1``) that each fit a quiet spell. The default run takes about 20-25
+minutes on 2 quiet CPU cores, more than half of it the batch-8 coatnet networks (17 G MACs per image on
+average, up to 50 G); a smoke run (``--archs 3 --batches 1``) about a minute. It prints a table and writes
+``bench_latency.json`` (settings, per-architecture rows, per-row summary) under ``--out``.
 """
 
 from __future__ import annotations
@@ -101,6 +105,7 @@ def study(space_name: str, device: str, batch: int, args: argparse.Namespace) ->
     space = get_space(space_name)
     archs = [space.sample_random(seed) for seed in range(args.archs)]
     rows, build_s = [], 0.0
+    load_before, started = os.getloadavg(), time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     with tempfile.TemporaryDirectory() as root:
         table = LatencyTable(device, batch=batch, root=root, threads=args.threads)
         for seed, arch in enumerate(archs):
@@ -135,8 +140,27 @@ def study(space_name: str, device: str, batch: int, args: argparse.Namespace) ->
         "parts_measured": table.measurements,
         "spearman_latency_macs": spearman([r["predicted_ms"] for r in rows], [r["macs"] for r in rows]),
         "meets_target": (median <= TARGET_MEDIAN and worst <= TARGET_WORST) if judged else None,
+        "measured_at": started,
+        "load": {"before": load_before, "after": os.getloadavg()},  # 1, 5 and 15 min load averages
         "rows": rows,
     }
+
+
+def _row_id(summary: dict[str, Any]) -> tuple[str, int, str]:
+    return summary["device"], summary["batch"], summary["space"]
+
+
+def _earlier_summaries(path: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The rows of an earlier run in ``path`` measured with the same per-row settings (archs, image size,
+    threads, seconds), so that a run of some rows (``--spaces coatnet --batches 1``) replaces just those."""
+    try:
+        earlier = json.loads(path.read_text())
+    except FileNotFoundError:
+        return []
+    same = ("archs", "img_size", "threads", "seconds")
+    if any(earlier.get("settings", {}).get(k) != getattr(args, k) for k in same):
+        return []
+    return list(earlier.get("summaries", []))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,6 +179,10 @@ def main(argv: list[str] | None = None) -> int:
         for batch in args.batches
         for space in args.spaces
     ]
+    out = Path(args.out)
+    measured = {_row_id(s) for s in summaries}
+    kept = [s for s in _earlier_summaries(out / "bench_latency.json", args) if _row_id(s) not in measured]
+    every = sorted(kept + summaries, key=_row_id)
     result = {
         "what": "predicted (part table) against measured (whole network) latency of seeded architectures",
         "method": (
@@ -165,21 +193,20 @@ def main(argv: list[str] | None = None) -> int:
         "targets": {"median_error": TARGET_MEDIAN, "worst_error": TARGET_WORST, "judged_on": "cpu"},
         "settings": {
             "archs": args.archs,
-            "batches": args.batches,
-            "spaces": args.spaces,
+            "batches": sorted({s["batch"] for s in every}),
+            "spaces": list(dict.fromkeys(s["space"] for s in every)),
             "img_size": args.img_size,
             "threads": args.threads,
-            "devices": devices,
+            "devices": list(dict.fromkeys(s["device"] for s in every)),
             "seconds": args.seconds,
         },
-        "wall_s": time.perf_counter() - start,
-        "summaries": summaries,
+        "wall_s": time.perf_counter() - start,  # of the last run (the rows it measured)
+        "summaries": every,
         "torch": torch.__version__,
         "cpu_count": os.cpu_count(),
         "python": platform.python_version(),
         "machine": platform.machine(),
     }
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench_latency.json").write_text(json.dumps(result, indent=1) + "\n")
 
@@ -187,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         f"\n{'device':<6} {'batch':>5} {'space':<8} {'archs':>5} {'median':>7} {'worst':>7} {'format':>7} "
         f"{'build s':>8} {'rho(lat,MACs)':>13}  target"
     )
-    for s in summaries:
+    for s in result["summaries"]:
         ok = {True: "met", False: "NOT met", None: "-"}[s["meets_target"]]
         print(
             f"{torch.device(s['device']).type:<6} {s['batch']:>5} {s['space']:<8} {s['archs']:>5} "

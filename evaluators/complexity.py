@@ -20,9 +20,12 @@ the first's twin (same channels, stride 1, same map, same mixer). So ``count`` t
 once, alone, on an input of its shape (the stem on the image; a block on ``in_dim`` channels at its input
 size; the head on the last feature map, global pool included) and multiplies. Parts are built on the meta
 device (no weight initialization) and materialized as zeros: MACs and parameter counts depend only on shapes.
-Part costs are memoized per process (:func:`clear_count_cache`), so a search pays for each distinct block
-once. :func:`count_traced` is the reference: the whole network built and traced in one piece; the two agree
-exactly, part by part (tested over the baselines and random architectures of every space).
+Part costs are memoized per process (:func:`clear_count_cache`) and, inside :func:`counts_kept_in`, on disk
+(:class:`~evaluators.part_costs.PartCosts`, keyed by everything a part's count depends on): a trace runs the
+part's forward pass at the target resolution (seconds for a block of global attention on a 56 x 56 map), so
+a search pays for each distinct part once per machine, not once per worker process. :func:`count_traced` is
+the reference: the whole network built and traced in one piece; the two agree exactly, part by part (tested
+over the baselines and random architectures of every space).
 
 Two conventions (``convention=``, ``nas cost / baselines --convention``):
 
@@ -46,7 +49,8 @@ import math
 import statistics
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -58,6 +62,7 @@ with warnings.catch_warnings():  # fvcore's import scripts a loss function, whic
     from fvcore.nn import FlopCountAnalysis
     from fvcore.nn.jit_handles import get_shape
 
+from evaluators.part_costs import PartCosts, part_key
 from nas.arch import Arch, Head, Stem
 from nas.model import (
     BlockSpec,
@@ -80,6 +85,7 @@ __all__ = [
     "clear_count_cache",
     "count",
     "count_traced",
+    "counts_kept_in",
     "flop_count_analysis",
     "latency_ms",
     "macs_of",
@@ -313,10 +319,40 @@ class _HeadPart(nn.Module):
     forward = NasNet.forward_head
 
 
+_STORE: PartCosts | None = None  # the on-disk part costs in use (counts_kept_in), None: memory only
+
+
+@contextmanager
+def counts_kept_in(store: PartCosts) -> Iterator[None]:
+    """Inside, :func:`count` looks its parts up in ``store`` (a search's ``<runs>/counts``, shared by every
+    process counting there) before tracing them, and adds what it traces; outside, the previous store."""
+    global _STORE
+    before, _STORE = _STORE, store
+    try:
+        yield
+    finally:
+        _STORE = before
+
+
 def _part_cost(
+    build: Callable[[], nn.Module], input_shape: tuple[int, ...], key: str, convention: str
+) -> tuple[int, int]:
+    """(params, MACs) of the module ``build()`` makes (the part :func:`part_key` ``key`` names), on one input
+    of ``input_shape``: from the on-disk store if it has them, else traced (and stored)."""
+    store = _STORE
+    known = store.get(convention, key) if store is not None else None
+    if known is not None:
+        return known
+    cost = _traced_part_cost(build, input_shape, key, convention)
+    if store is not None:
+        store.add(convention, key, cost)
+    return cost
+
+
+def _traced_part_cost(
     build: Callable[[], nn.Module], input_shape: tuple[int, ...], what: str, convention: str
 ) -> tuple[int, int]:
-    """(params, MACs) of the module ``build()`` makes, on one input of ``input_shape``."""
+    """(params, MACs) of the module ``build()`` makes, traced by fvcore on one input of ``input_shape``."""
     with torch.device("meta"), SkipMetaInit():  # no initialization: only shapes matter
         module = build()
     module.to_empty(device="cpu").eval()
@@ -336,14 +372,19 @@ def _stem_cost(stem: Stem, in_chans: int, img_size: int, convention: str) -> tup
     return _part_cost(
         lambda: STEMS.get(stem.kind)(in_chans, stem.width, patch=stem.patch),
         (1, in_chans, img_size, img_size),
-        f"stem {stem.key}",
+        part_key("stem", stem, in_chans=in_chans, size=f"{img_size}x{img_size}"),
         convention,
     )
 
 
 @functools.lru_cache(maxsize=4096)
 def _block_cost(spec: BlockSpec, convention: str) -> tuple[int, int]:
-    return _part_cost(spec.build, (1, spec.in_dim, *spec.mixer.feat_size), f"block {spec}", convention)
+    return _part_cost(
+        spec.build,
+        (1, spec.in_dim, *spec.mixer.feat_size),
+        part_key("block", spec, skip=("stage", "index", "drop_path")),
+        convention,
+    )
 
 
 @functools.lru_cache(maxsize=256)
@@ -353,13 +394,14 @@ def _head_cost(
     return _part_cost(
         lambda: _HeadPart(head, in_dim, num_classes),
         (1, in_dim, *feature_size),
-        f"head {head.kind}",
+        part_key("head", head, in_dim=in_dim, classes=num_classes, size="x".join(map(str, feature_size))),
         convention,
     )
 
 
 def clear_count_cache() -> None:
-    """Forget the memoized part costs of :func:`count` (for timing it cold)."""
+    """Forget the part costs :func:`count` memoized in this process (for timing it cold); an on-disk store
+    (:func:`counts_kept_in`) is kept."""
     for cached in (_stem_cost, _block_cost, _head_cost):
         cached.cache_clear()
 

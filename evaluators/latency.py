@@ -48,7 +48,6 @@ networks.
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import json
 import math
@@ -58,7 +57,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields, is_dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +65,9 @@ import torch
 import torch.nn as nn
 
 from evaluators.complexity import _HeadPart
+from evaluators.part_costs import part_key
 from nas.arch import Arch, Head, Stage, Stem
-from nas.atomic import replaced
+from nas.atomic import locked, replaced
 from nas.model import build_model, check_img_size, plan_blocks
 from nas.ops import STEMS
 
@@ -242,23 +242,6 @@ class _Part:
         return (batch, *self.input_shape[1:])
 
 
-def _fields_key(kind: str, value: Any, skip: tuple[str, ...] = (), **extra: Any) -> str:
-    """``kind``, then every field of the dataclass ``value`` but ``skip`` (nested dataclasses flattened),
-    then ``extra``: exact, so two parts share a key only if they build the same module for the same input."""
-
-    def flat(prefix: str, obj: Any) -> Iterator[str]:
-        for f in fields(obj):
-            item = getattr(obj, f.name)
-            if f.name in skip and not prefix:
-                continue
-            if is_dataclass(item):
-                yield from flat(f"{prefix}{f.name}.", item)
-            else:
-                yield f"{prefix}{f.name}={item}".replace(" ", "")
-
-    return " ".join([kind, *flat("", value), *(f"{k}={v}" for k, v in extra.items())])
-
-
 @functools.lru_cache(maxsize=4096)
 def _parts(arch: Arch, img_size: int, in_chans: int, num_classes: int) -> tuple[_Part, ...]:
     """The parts of ``arch`` in network order, a repeated block once per repetition (the decomposition of
@@ -269,7 +252,7 @@ def _parts(arch: Arch, img_size: int, in_chans: int, num_classes: int) -> tuple[
     parts = [
         _Part(
             f"stem {stem.key}",
-            _fields_key("stem", stem, in_chans=in_chans, size=f"{size[0]}x{size[1]}"),
+            part_key("stem", stem, in_chans=in_chans, size=f"{size[0]}x{size[1]}"),
             functools.partial(STEMS.get(stem.kind), in_chans, stem.width, patch=stem.patch),
             (1, in_chans, *size),
         )
@@ -279,14 +262,14 @@ def _parts(arch: Arch, img_size: int, in_chans: int, num_classes: int) -> tuple[
         # off, as in build_model's default: the key of count's _block_cost
         block = replace(spec, stage=0, index=0, drop_path=0.0)
         name = f"s{spec.stage + 1} {arch.stages[spec.stage].key}"
-        key = _fields_key("block", block, skip=("stage", "index", "drop_path"))
+        key = part_key("block", block, skip=("stage", "index", "drop_path"))
         parts.append(_Part(name, key, block.build, (1, block.in_dim, *block.mixer.feat_size)))
     in_dim = arch.stages[-1].width if arch.stages else stem.width
     head = arch.head
     parts.append(
         _Part(
             f"head {head.kind}",
-            _fields_key(
+            part_key(
                 "head", head, in_dim=in_dim, classes=num_classes, size=f"{feature_size[0]}x{feature_size[1]}"
             ),
             functools.partial(_HeadPart, head, in_dim, num_classes),
@@ -496,7 +479,7 @@ class LatencyTable:
         """Merge this table into its file under the lock (entries already in the file win) and adopt the
         result, so that concurrent writers keep each other's entries and agree on shared ones."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with _locked(self.path):
+        with locked(self.path):
             merged = _merge(self._entries, _read_entries(self.path, self.device_id))
             document = {
                 "format": _FILE_FORMAT,
@@ -514,17 +497,6 @@ class LatencyTable:
 
     def __repr__(self) -> str:
         return f"LatencyTable({self.device_id!r}, batch={self.batch}, path={str(self.path)!r})"
-
-
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on ``<path>.lock``, held inside (released by the OS if the process dies)."""
-    with open(path.with_name(path.name + ".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _merge(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:

@@ -1,10 +1,13 @@
 """Files replaced atomically, safe with several writers: every file a run writes (trials table, report,
 manifest, checkpoints) is written beside its target under a name of this process's own and renamed over it,
 so a kill never leaves half a file and workers sharing a run directory never rename each other's. A folder
-is made the same way, complete in a :func:`scratch_folder` on its file system, then renamed into place."""
+is made the same way, complete in a :func:`scratch_folder` on its file system, then renamed into place. A file
+that several writers merge into (a latency table, the part-cost store) is read, merged and replaced while
+holding :func:`locked`."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import tempfile
 import uuid
@@ -12,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["nearest_existing", "replaced", "scratch_folder"]
+__all__ = ["locked", "nearest_existing", "replaced", "scratch_folder"]
 
 
 @contextmanager
@@ -25,6 +28,18 @@ def replaced(path: str | Path) -> Iterator[Path]:
         tmp.replace(path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def locked(path: str | Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``<path>.lock``, held inside (released by the OS if the process dies)."""
+    path = Path(path)
+    with open(path.with_name(path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def nearest_existing(path: str | Path) -> Path:

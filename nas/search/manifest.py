@@ -18,22 +18,20 @@ which the search then fills from the study.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import fcntl
 import json
 import os
 import platform
 import re
 import socket
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from nas.atomic import replaced
+from nas.atomic import locked, replaced
 from nas.search.credentials import redact, redact_all
 from nas.search.settings import SearchSettings
 
@@ -125,17 +123,6 @@ def _set_aside(path: Path) -> dict[str, Any]:
     return start
 
 
-@contextlib.contextmanager
-def _locked(run_dir: Path) -> Iterator[None]:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with open(run_dir / ".manifest.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 def update_manifest(
     run_dir: str | Path, update: Callable[[dict[str, Any]], None], *, repair: bool = False
 ) -> Path:
@@ -144,7 +131,8 @@ def update_manifest(
     (:func:`check_manifest`), or with ``repair`` set aside and started anew from what it salvages."""
     run_dir = Path(run_dir)
     path = run_dir / "manifest.json"
-    with _locked(run_dir):
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with locked(run_dir / ".manifest"):  # the lock file .manifest.lock
         if repair and _problem(path) is not None:
             manifest = _set_aside(path)
         else:

@@ -164,6 +164,7 @@ class TrialRunner:
         self.directions = tuple(o.direction for o in settings.parsed_objectives)
         self.limits = settings.limits
         self._latency: Any = None
+        self._part_costs: Any = None
         self._measured: tuple[str, dict[str, Any]] = ("", {})  # the last architecture measured
         self.baselines = self.space.baseline_names()
         self.id = uuid.uuid4().hex[:8]  # trials record which runner (so which worker's state) scored them
@@ -301,11 +302,16 @@ class TrialRunner:
 
     def measure(self, arch: Arch) -> dict[str, Any]:
         """What ``arch`` costs, before anything is built: ``params`` and ``macs`` at the target resolution
-        and, when the search asks for it, ``latency_ms`` there, on the latency device."""
-        from evaluators.complexity import count
+        (their part costs kept in ``<runs>/counts/``, beside the latency tables) and, when the search asks
+        for it, ``latency_ms`` there, on the latency device."""
+        from evaluators.complexity import count, counts_kept_in
+        from evaluators.part_costs import PartCosts
 
+        if self._part_costs is None:  # traced part costs, shared by every search under --runs-dir
+            self._part_costs = PartCosts(Path(self.settings.runs_dir) / "counts")
         img_size = self.settings.macs_img_size or TARGET_IMG_SIZE
-        cost = count(arch, img_size=img_size, in_chans=3, num_classes=1000)
+        with counts_kept_in(self._part_costs):
+            cost = count(arch, img_size=img_size, in_chans=3, num_classes=1000)
         metrics: dict[str, Any] = {"params": cost.params, "macs": cost.macs, "macs_img_size": img_size}
         if self.settings.measures_latency:
             table = self.latency_table
