@@ -50,7 +50,7 @@ def test_an_objective_the_evaluator_does_not_produce_is_refused_before_any_trial
     assert not any(tmp_path.iterdir())  # no study, no run directory: nothing started
 
 
-def test_evaluators_declare_what_they_produce() -> None:
+def test_evaluators_declare_what_they_produce(tmp_path: Path) -> None:
     for spec in EVALUATORS.values():
         assert not spec.objectives - spec.produces - TRIAL_METRICS - ON_REQUEST, spec.name
         assert spec.objectives >= TRIAL_METRICS
@@ -58,7 +58,7 @@ def test_evaluators_declare_what_they_produce() -> None:
             config = spec.make_config({})
             assert type(config).__name__ in spec.config
     complexity = EVALUATORS["complexity"]
-    runner = TrialRunner(cheap_settings("unused"))
+    runner = TrialRunner(cheap_settings(tmp_path))  # its part costs are kept under tmp_path/counts
     arch = get_space("sasa").sample_random(0)
     record = run_trial(runner, lambda: arch, number=0)
     assert record.ok and complexity.objectives - ON_REQUEST <= record.metrics.keys()
