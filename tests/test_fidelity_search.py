@@ -58,10 +58,10 @@ def _check_ladder(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def test_a_laddered_search_promotes_by_the_rule_and_fronts_the_top_rung(tmp_path: Path) -> None:
-    outcome = run_search(_settings(tmp_path))
+    outcome = run_search(_settings(tmp_path, budget="8trials"))  # 8 of 128-512 images reach the top rung
     table = outcome.trials
     done = _check_ladder(table)
-    assert len(done) == 12 and (done["rung"] == 2).any()
+    assert len(done) == 8 and (done["rung"] == 2).any()
     # replaying the study in trial order, each promotion is the one the rule chose when it was decided
     # (one worker: decided right before it ran)
     results: list[RungResult] = []
