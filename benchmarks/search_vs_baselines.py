@@ -497,21 +497,21 @@ class Study:
             self.runs_dir, self.cache_dir,
         )  # fmt: skip
 
-    def searches(self, run: bool) -> dict[str, dict[str, Any] | None]:
-        """Each space's finished search (run or resumed now if ``run``), None where it is not finished."""
-        out = {}
-        for space, plan in self.plans.items():
-            if run:
-                out[space] = run_search(plan, self.runner)
-            else:
-                out[space] = json.loads(plan.cache_file.read_text()) if plan.cache_file.exists() else None
-        return out
+    def searches(self) -> dict[str, dict[str, Any] | None]:
+        """Each space's finished search from the cache, None where it is not finished."""
+        return {
+            space: json.loads(plan.cache_file.read_text()) if plan.cache_file.exists() else None
+            for space, plan in self.plans.items()
+        }
 
     def pairs(self, searches: dict[str, dict[str, Any] | None]) -> list[dict[str, Any]]:
         return [make_pair(space, name, s) for space, s in searches.items() if s for name in PAIRS[space]]
 
     def run(self) -> None:
-        searches = self.searches(run=True)
+        searches: dict[str, dict[str, Any] | None] = dict.fromkeys(self.plans)
+        for space, plan in self.plans.items():  # every search before any training
+            searches[space] = run_search(plan, self.runner)
+            self.write(searches, self.pairs(searches))  # the found networks are kept as soon as known
         pairs = self.pairs(searches)
         for dataset in self.datasets:
             jobs = schedule(pairs, self.args.seeds, self.training(dataset))
@@ -591,7 +591,7 @@ class Study:
         return result
 
     def status(self) -> str:
-        searches = self.searches(run=False)
+        searches = self.searches()
         lines = []
         for space, s in searches.items():
             plan = self.plans[space]
@@ -609,6 +609,8 @@ class Study:
         lines += [f"{name}: skipped: {why}" for name, why in self.skipped.items()]
         if not all(searches.values()):
             lines.append("the trainings of an unfinished search's pairs are not listed yet")
+        if pairs:
+            lines += ["", markdown(self.results(searches, pairs))]
         return "\n".join(lines)
 
 
@@ -654,8 +656,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [row for row in result["pairs"] if row["found"] is not None]
-    if not rows:
+    rows = [row for row in result["pairs"] if row["found"] is not None and row["stats"]["n"] > 0]
+    if not rows:  # nothing trained yet
         return
     fig, axes = plt.subplots(1, len(rows), figsize=(3.6 * len(rows), 3.4), squeeze=False)
     for ax, row in zip(axes.flat, rows, strict=True):
@@ -693,7 +695,8 @@ def main(argv: list[str] | None = None) -> int:
         print(study.status())
         return 0
     study.run()
-    result = study.write(study.searches(run=False), study.pairs(study.searches(run=False)))
+    searches = study.searches()
+    result = study.write(searches, study.pairs(searches))
     print()
     print(markdown(result))
     return 0
