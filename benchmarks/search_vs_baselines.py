@@ -507,23 +507,37 @@ class Study:
     def pairs(self, searches: dict[str, dict[str, Any] | None]) -> list[dict[str, Any]]:
         return [make_pair(space, name, s) for space, s in searches.items() if s for name in PAIRS[space]]
 
-    def run(self) -> None:
+    def run(self) -> list[str]:
+        """Run or resume every search, then every training; what failed (each left for the next run, which
+        retries it), in one line each."""
+        failed = []
         searches: dict[str, dict[str, Any] | None] = dict.fromkeys(self.plans)
         for space, plan in self.plans.items():  # every search before any training
-            searches[space] = run_search(plan, self.runner)
+            try:
+                searches[space] = run_search(plan, self.runner)
+            except RuntimeError as err:  # the other space's search and pairs go on
+                failed.append(str(err))
+                print(err, flush=True)
+                continue
             self.write(searches, self.pairs(searches))  # the found networks are kept as soon as known
         pairs = self.pairs(searches)
         for dataset in self.datasets:
             jobs = schedule(pairs, self.args.seeds, self.training(dataset))
             for i, job in enumerate(jobs, start=1):
-                what = f"[{dataset} {i}/{len(jobs)}] {job.space} {job.arch.key} seed {job.seed}"
+                resuming = " (resuming)" if job.started and not job.cache_file.exists() else ""
                 print(
-                    f"{what}{' (resuming)' if job.started and not job.cache_file.exists() else ''}",
+                    f"[{dataset} {i}/{len(jobs)}] {job.space} {job.arch.key} seed {job.seed}{resuming}",
                     flush=True,
                 )
-                result, hit = run_training(job, self.runner)
+                try:
+                    result, hit = run_training(job, self.runner)
+                except RuntimeError as err:  # a diverged or crashed training does not stop the others
+                    failed.append(str(err))
+                    print(f"    {err}", flush=True)
+                    continue
                 print(f"    top-1 {result['top1']:.2f}%{' [cached]' if hit else ''}", flush=True)
                 self.write(searches, pairs)  # the JSON, PNG and table follow every finished training
+        return failed
 
     def results(self, searches: dict[str, Any], pairs: list[dict[str, Any]]) -> dict[str, Any]:
         """The whole study from the cache: finished results only."""
@@ -694,12 +708,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.status:
         print(study.status())
         return 0
-    study.run()
+    failed = study.run()
     searches = study.searches()
     result = study.write(searches, study.pairs(searches))
     print()
     print(markdown(result))
-    return 0
+    if failed:
+        print(f"{len(failed)} failed (a rerun retries them):\n" + "\n".join(failed))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -184,9 +184,8 @@ def test_the_study_trains_pairs_seed_by_seed_and_writes_partial_results(svb, tmp
     study = svb.Study(args, fake_nas_train)
     study.datasets, study.skipped = ["fashion-mnist"], {"cifar10": "no copy"}
     svb._write_json(study.plans["coatnet"].cache_file, {"rows": rows, "front": [1], "trials_ended": 2})
-    assert (
-        "0 of 6 trainings finished" in study.status()
-    )  # CoAtNet-1's found network is the same: trained once
+    # CoAtNet-1's found network is the same one: trained once
+    assert "0 of 6 trainings finished" in study.status()
     study.run()
     key0, key1 = (space.baselines()[name].arch.key for name in ("CoAtNet-0", "CoAtNet-1"))
     assert trained == [(seed, key) for seed in "01" for key in (found.key, key0, key1)]
@@ -194,9 +193,16 @@ def test_the_study_trains_pairs_seed_by_seed_and_writes_partial_results(svb, tmp
     first, second = result["pairs"]
     assert first["stats"]["n"] == 2 and not first["partial"] and first["stats"]["difference"]["mean"] == 4.0
     assert second["found"]["key"] == found.key and second["stats"]["difference"]["values"] == [3.0, 3.0]
-    assert result["settings"]["training_to_proxy_images"] == pytest.approx(
-        2 * 64 / 1984
-    )  # 2 epochs of 64 images
+    assert result["settings"]["training_to_proxy_images"] == pytest.approx(2 * 64 / 1984)  # 2 epochs of 64
     assert "| fashion-mnist | CoAtNet-0 |" in svb.markdown(result)
     assert (tmp_path / "search_vs_baselines.png").exists()
     assert "6 of 6 trainings finished" in study.status()
+
+    args.seeds = [0, 1, 2]
+    crash = svb.Study(args, lambda c: 1 if svb.Arch.load(c[4]).key == found.key else fake_nas_train(c))
+    crash.datasets = ["fashion-mnist"]
+    failed = crash.run()
+    assert len(failed) == 1 and "exited with 1" in failed[0]  # the baselines' seed 2 ran all the same
+    assert "8 of 9 trainings finished" in crash.status()
+    first = json.loads((tmp_path / "search_vs_baselines.json").read_text())["pairs"][0]
+    assert first["partial"] and first["stats"]["n"] == 2 and first["stats"]["baseline"]["n"] == 3
