@@ -122,7 +122,7 @@ class SearchPlan:
         return {
             "space": self.space,
             "evaluator": EVALUATOR,
-            "profile": PROFILE,
+            "profile": dataclasses.asdict(get_space(self.space).profile(PROFILE)),
             "dataset": "fashion-mnist",
             "budget": self.budget,
             "seed": self.seed,
@@ -271,7 +271,7 @@ class Training:
         """What the result depends on besides the architecture and the seed."""
         return {
             "space": self.space,
-            "profile": PROFILE,
+            "profile": dataclasses.asdict(get_space(self.space).profile(PROFILE)),
             "dataset": self.dataset,
             "epochs": self.epochs,
             "batch_size": self.batch_size,
@@ -340,7 +340,9 @@ def run_training(job: Training, runner: Runner = _run) -> tuple[dict[str, Any], 
     return result, False
 
 
-def schedule(pairs: Sequence[dict[str, Any]], seeds: Sequence[int], make: Callable[..., Training]) -> list:
+def schedule(
+    pairs: Sequence[dict[str, Any]], seeds: Sequence[int], make: Callable[..., Training]
+) -> list[Training]:
     """The trainings, in the order that finishes whole pairs first: seed by seed, pair by pair, found then
     baseline; an architecture shared by two pairs is trained once."""
     jobs: list[Training] = []
