@@ -658,8 +658,9 @@ def markdown(result: dict[str, Any]) -> str:
         if "ci" in d:
             diff += f" [{d['ci'][0]:+.2f}, {d['ci'][1]:+.2f}]" + (f", p={d['p']:.3f}" if "p" in d else "")
         partial = " (partial)" if row["partial"] else ""
+        key = f["key"].replace("|", "\\|")  # a pipe inside a table cell, code span or not, must be escaped
         lines.append(
-            f"| {row['dataset']} | {b['name']} | {cost_b} | `{f['key']}` ({f['trial']}) | "
+            f"| {row['dataset']} | {b['name']} | {cost_b} | `{key}` ({f['trial']}) | "
             f"{f['macs'] / 1e9:.2f}G / {f['params'] / 1e6:.1f}M | {_pm(s['baseline'])} | {_pm(s['found'])} | "
             f"{diff} (n={s['n']}){partial} | {s['verdict']} |"
         )
@@ -695,7 +696,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
         ax.legend(fontsize=7)
     st = result["settings"]
     fig.suptitle(
-        f"found vs baseline: {st['training']['epochs']} epochs ({st['training_to_proxy_images']:.0f}x the "
+        f"found vs baseline: {st['training']['epochs']} epochs ({st['training_to_proxy_images']:.3g}x the "
         f"proxy's images), mean +- std over seeds",
         fontsize=10,
     )
