@@ -643,15 +643,17 @@ def _pm(stats: dict[str, Any]) -> str:
 def markdown(result: dict[str, Any]) -> str:
     """The pairs as a Markdown table (the README's)."""
     head = (
-        "| dataset | baseline | MACs / params | found (trial) | MACs / params | baseline top-1 | found top-1 "
-        "| found - baseline [95% CI], p | verdict |"
+        "| dataset | baseline | MACs / params | found (trial) | MACs / params | proxy top-1 baseline / found "
+        "| baseline top-1 | found top-1 | found - baseline [95% CI], p | verdict |"
     )
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for row in result["pairs"]:
         b, f = row["baseline"], row["found"]
         cost_b = f"{b['macs'] / 1e9:.2f}G / {b['params'] / 1e6:.1f}M"
         if f is None:
-            lines.append(f"| {row['dataset']} | {b['name']} | {cost_b} | none: {row['skipped']} | | | | | |")
+            lines.append(
+                f"| {row['dataset']} | {b['name']} | {cost_b} | none: {row['skipped']} | | | | | | |"
+            )
             continue
         s, d = row["stats"], row["stats"]["difference"]
         diff = "-" if d["mean"] is None else f"{d['mean']:+.2f}"
@@ -659,9 +661,11 @@ def markdown(result: dict[str, Any]) -> str:
             diff += f" [{d['ci'][0]:+.2f}, {d['ci'][1]:+.2f}]" + (f", p={d['p']:.3f}" if "p" in d else "")
         partial = " (partial)" if row["partial"] else ""
         key = f["key"].replace("|", "\\|")  # a pipe inside a table cell, code span or not, must be escaped
+        proxy = "-" if b["proxy_top1"] is None else f"{b['proxy_top1']:.1f}"
         lines.append(
             f"| {row['dataset']} | {b['name']} | {cost_b} | `{key}` ({f['trial']}) | "
-            f"{f['macs'] / 1e9:.2f}G / {f['params'] / 1e6:.1f}M | {_pm(s['baseline'])} | {_pm(s['found'])} | "
+            f"{f['macs'] / 1e9:.2f}G / {f['params'] / 1e6:.1f}M | {proxy} / {f['proxy_top1']:.1f} | "
+            f"{_pm(s['baseline'])} | {_pm(s['found'])} | "
             f"{diff} (n={s['n']}){partial} | {s['verdict']} |"
         )
     return "\n".join(lines)

@@ -195,7 +195,7 @@ def test_the_study_trains_pairs_seed_by_seed_and_writes_partial_results(svb, tmp
     assert second["found"]["key"] == found.key and second["stats"]["difference"]["values"] == [3.0, 3.0]
     assert result["settings"]["training_to_proxy_images"] == pytest.approx(2 * 64 / 1984)  # 2 epochs of 64
     escaped = found.key.replace("|", "\\|")  # the key's pipes would split the cell
-    assert f"| fashion-mnist | CoAtNet-0 | 4.17G / 25.0M | `{escaped}` (1) |" in svb.markdown(result)
+    assert f"| CoAtNet-0 | 4.17G / 25.0M | `{escaped}` (1) | 0.00G / 0.0M | 50.0 / 55.0 |" in svb.markdown(result)
     assert (tmp_path / "search_vs_baselines.png").exists()
     assert "6 of 6 trainings finished" in study.status()
 
