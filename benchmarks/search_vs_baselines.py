@@ -43,7 +43,9 @@ It writes ``search_vs_baselines.json`` (settings, searches, pairs with their sta
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import fcntl
 import functools
 import hashlib
 import json
@@ -54,7 +56,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -311,32 +313,55 @@ class Training:
         )  # fmt: skip
 
 
+class Busy(RuntimeError):
+    """Another process of this study holds the training (its run folder's lock)."""
+
+
+@contextlib.contextmanager
+def _held(path: Path) -> Iterator[None]:
+    """An exclusive, non-blocking ``flock`` on ``path`` (released by the OS if the process dies): two
+    processes of this study never train, nor resume, the same run at once. :class:`Busy` if it is held."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise Busy(f"{path.stem} is being trained by another process") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def run_training(job: Training, runner: Runner = _run) -> tuple[dict[str, Any], bool]:
     """(the finished training's result, True if it came from the cache); trains now, or resumes the
-    interrupted run, otherwise. RuntimeError if ``nas train`` fails."""
+    interrupted run, otherwise. RuntimeError if ``nas train`` fails, :class:`Busy` if another process of
+    this study is training it."""
     if job.cache_file.exists():
         return json.loads(job.cache_file.read_text()), True
-    job.arch_file.parent.mkdir(parents=True, exist_ok=True)
-    job.arch.save(job.arch_file)
-    start = time.perf_counter()
-    code = runner(job.command)
-    if code != 0:
-        raise RuntimeError(f"nas train of {job.arch.key} seed {job.seed} exited with {code}")
-    done = json.loads((job.out / "history.json").read_text())
-    history = done["history"]
-    result = {
-        "arch": job.arch.key,
-        "arch_json": job.arch_json,
-        "seed": job.seed,
-        "settings": job.settings,
-        "train_settings": done["settings"],
-        "top1": history[-1]["top1"],
-        "loss": history[-1]["loss"],
-        "train_seconds": sum(h["train_seconds"] for h in history),
-        "seconds_this_call": time.perf_counter() - start,
-        "history": history,
-    }
-    _write_json(job.cache_file, result)
+    with _held(job.out.with_name(f"{job.name}.lock")):
+        if job.cache_file.exists():  # finished by another process while this one waited for its turn
+            return json.loads(job.cache_file.read_text()), True
+        job.arch.save(job.arch_file)
+        start = time.perf_counter()
+        code = runner(job.command)
+        if code != 0:
+            raise RuntimeError(f"nas train of {job.arch.key} seed {job.seed} exited with {code}")
+        done = json.loads((job.out / "history.json").read_text())
+        history = done["history"]
+        result = {
+            "arch": job.arch.key,
+            "arch_json": job.arch_json,
+            "seed": job.seed,
+            "settings": job.settings,
+            "train_settings": done["settings"],
+            "top1": history[-1]["top1"],
+            "loss": history[-1]["loss"],
+            "train_seconds": sum(h["train_seconds"] for h in history),
+            "seconds_this_call": time.perf_counter() - start,
+            "history": history,
+        }
+        _write_json(job.cache_file, result)
     return result, False
 
 
@@ -533,6 +558,9 @@ class Study:
                 )
                 try:
                     result, hit = run_training(job, self.runner)
+                except Busy as err:  # another process of this study trains it: its result lands in the cache
+                    print(f"    skipped: {err}", flush=True)
+                    continue
                 except RuntimeError as err:  # a diverged or crashed training does not stop the others
                     failed.append(str(err))
                     print(f"    {err}", flush=True)

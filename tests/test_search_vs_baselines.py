@@ -104,6 +104,11 @@ def test_training_cache_skips_finished_runs_and_resumes_started_ones(svb, tmp_pa
     with pytest.raises(RuntimeError, match="exited with 3"):
         svb.run_training(_job(svb, tmp_path, seed=2), lambda command: 3)
 
+    busy = _job(svb, tmp_path, seed=3)
+    with svb._held(busy.out.with_name(f"{busy.name}.lock")), pytest.raises(svb.Busy):  # another process's
+        svb.run_training(busy, fake_nas_train)
+    assert len(calls) == 2 and svb.run_training(busy, fake_nas_train)[0]["top1"] == 50.0  # then free
+
 
 @pytest.mark.slow  # about a minute on 2 shared cores: nas train loads and validates on all of Fashion-MNIST
 def test_a_real_tiny_training_goes_through_nas_train(svb, tmp_path):
@@ -195,7 +200,9 @@ def test_the_study_trains_pairs_seed_by_seed_and_writes_partial_results(svb, tmp
     assert second["found"]["key"] == found.key and second["stats"]["difference"]["values"] == [3.0, 3.0]
     assert result["settings"]["training_to_proxy_images"] == pytest.approx(2 * 64 / 1984)  # 2 epochs of 64
     escaped = found.key.replace("|", "\\|")  # the key's pipes would split the cell
-    assert f"| CoAtNet-0 | 4.17G / 25.0M | `{escaped}` (1) | 0.00G / 0.0M | 50.0 / 55.0 |" in svb.markdown(result)
+    assert f"| CoAtNet-0 | 4.17G / 25.0M | `{escaped}` (1) | 0.00G / 0.0M | 50.0 / 55.0 |" in svb.markdown(
+        result
+    )
     assert (tmp_path / "search_vs_baselines.png").exists()
     assert "6 of 6 trainings finished" in study.status()
 
