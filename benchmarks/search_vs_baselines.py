@@ -467,7 +467,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--train-samples", type=int, help="training images per epoch (default: all)")
-    parser.add_argument("--spaces", default="coatnet,sasa", help="comma-separated, of " + ", ".join(PAIRS))
+    parser.add_argument(
+        "--spaces",
+        default=",".join(PAIRS),
+        help="the spaces whose searches and trainings this process runs (the JSON reports all)",
+    )
     parser.add_argument(
         "--runs-dir",
         default=str(ROOT / "runs"),
@@ -511,9 +515,8 @@ class Study:
     def __init__(self, args: argparse.Namespace, runner: Runner = _run) -> None:
         self.args, self.runner = args, runner
         self.runs_dir, self.cache_dir = Path(args.runs_dir), Path(args.cache_dir)
-        self.plans = {
-            s: SearchPlan(s, args.budget, args.search_seed, self.runs_dir, self.cache_dir)
-            for s in args.spaces
+        self.plans = {  # every space, for the report; args.spaces are those this process runs
+            s: SearchPlan(s, args.budget, args.search_seed, self.runs_dir, self.cache_dir) for s in PAIRS
         }
         self.datasets, self.skipped = datasets()
 
@@ -535,19 +538,19 @@ class Study:
         return [make_pair(space, name, s) for space, s in searches.items() if s for name in PAIRS[space]]
 
     def run(self) -> list[str]:
-        """Run or resume every search, then every training; what failed (each left for the next run, which
-        retries it), in one line each."""
+        """Run or resume the searches of ``--spaces``, then their trainings; what failed (each left for the
+        next run, which retries it), in one line each. The JSON reports every space's cached results, so
+        processes running different spaces write the same study."""
         failed = []
-        searches: dict[str, dict[str, Any] | None] = dict.fromkeys(self.plans)
-        for space, plan in self.plans.items():  # every search before any training
+        for space in self.args.spaces:  # every search before any training
             try:
-                searches[space] = run_search(plan, self.runner)
+                run_search(self.plans[space], self.runner)
             except RuntimeError as err:  # the other space's search and pairs go on
                 failed.append(str(err))
                 print(err, flush=True)
                 continue
-            self.write(searches, self.pairs(searches))  # the found networks are kept as soon as known
-        pairs = self.pairs(searches)
+            self.write()  # the found networks are kept as soon as known
+        pairs = [pair for pair in self.pairs(self.searches()) if pair["space"] in self.args.spaces]
         for dataset in self.datasets:
             jobs = schedule(pairs, self.args.seeds, self.training(dataset))
             for i, job in enumerate(jobs, start=1):
@@ -566,7 +569,7 @@ class Study:
                     print(f"    {err}", flush=True)
                     continue
                 print(f"    top-1 {result['top1']:.2f}%{' [cached]' if hit else ''}", flush=True)
-                self.write(searches, pairs)  # the JSON, PNG and table follow every finished training
+                self.write()  # the JSON, PNG and table follow every finished training
         return failed
 
     def results(self, searches: dict[str, Any], pairs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -627,8 +630,10 @@ class Study:
             "cpu_count": os.cpu_count(),
         }  # fmt: skip
 
-    def write(self, searches: dict[str, Any], pairs: list[dict[str, Any]]) -> dict[str, Any]:
-        result = self.results(searches, pairs)
+    def write(self) -> dict[str, Any]:
+        """The JSON and PNG of everything in the cache now; the result."""
+        searches = self.searches()
+        result = self.results(searches, self.pairs(searches))
         out = Path(self.args.out)
         _write_json(out / "search_vs_baselines.json", result)
         plot(result, out / "search_vs_baselines.png")
@@ -744,8 +749,7 @@ def main(argv: list[str] | None = None) -> int:
         print(study.status())
         return 0
     failed = study.run()
-    searches = study.searches()
-    result = study.write(searches, study.pairs(searches))
+    result = study.write()
     print()
     print(markdown(result))
     if failed:
