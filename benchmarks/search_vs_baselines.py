@@ -710,7 +710,11 @@ def plot(result: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [row for row in result["pairs"] if row["found"] is not None and row["stats"]["n"] > 0]
+    rows = [
+        row
+        for row in result["pairs"]
+        if row["found"] is not None and (row["stats"]["found"]["n"] or row["stats"]["baseline"]["n"])
+    ]
     if not rows:  # nothing trained yet
         return
     fig, axes = plt.subplots(1, len(rows), figsize=(3.6 * len(rows), 3.4), squeeze=False)
