@@ -443,7 +443,7 @@ def paired(found: dict[int, float], baseline: dict[int, float]) -> dict[str, Any
 def verdict(diff: dict[str, Any]) -> str:
     """The plain sentence for a pair's difference."""
     if diff["mean"] is None:
-        return "not trained yet"
+        return "no seed with both networks trained yet"
     if "ci" not in diff:
         lead = "found ahead" if diff["mean"] > 0 else "found does not win"
         return f"{lead} on {len(diff['values'])} seed (no test with n < 2)"
