@@ -1,0 +1,218 @@
+"""benchmarks/search_vs_baselines.py: the found network's choice, the cache's skip and resume, statistics."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import shutil
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from search_spaces import get_space
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def svb():
+    spec = importlib.util.spec_from_file_location(
+        "search_vs_baselines", ROOT / "benchmarks/search_vs_baselines.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _row(number, top1, macs, baseline=""):
+    return {"number": number, "arch": f"a{number}", "baseline": baseline, "top1": top1, "macs": macs}
+
+
+def test_pick_found_takes_the_best_searched_trial_within_the_baselines_macs(svb):
+    rows = [
+        _row(0, 95.0, 100, baseline="Paper-0"),  # a baseline is never the found network
+        _row(1, 90.0, 120),  # over the MACs
+        _row(2, 80.0, 100),
+        _row(3, 85.0, 90),
+        _row(4, 85.0, 60),  # ties 3 on top-1 with fewer MACs
+        _row(5, 85.0, 60),  # a later trial of the same cost
+    ]
+    assert svb.pick_found(rows, 100)["number"] == 4
+    assert svb.pick_found(rows, 200)["number"] == 1
+    assert svb.pick_found(rows, 59) is None
+
+
+def test_t_quantile_and_paired_statistics(svb):
+    assert svb.t_quantile(0.975, 2) == pytest.approx(4.302653, abs=1e-5)
+    assert svb.t_quantile(0.975, 10) == pytest.approx(2.228139, abs=1e-5)
+    found, baseline = {0: 90.0, 1: 91.0, 2: 92.0, 3: 70.0}, {0: 89.0, 1: 89.5, 2: 91.0}
+    out = svb.paired(found, baseline)
+    assert out["n"] == 3 and out["seeds"] == [0, 1, 2]  # seed 3 has no baseline run: not paired
+    assert out["found"]["n"] == 4 and out["baseline"]["mean"] == pytest.approx(89.833333)
+    diff = out["difference"]
+    assert diff["mean"] == pytest.approx(7 / 6)
+    half = 4.302653 * (0.5 / math.sqrt(3)) / math.sqrt(3)  # the diffs 1, 1.5, 1 have std 0.5/sqrt(3)
+    assert diff["ci"] == pytest.approx([7 / 6 - half, 7 / 6 + half], abs=1e-5)
+    assert 0 < diff["p"] < 0.05 and out["verdict"].startswith("found wins")
+    worse = svb.paired({0: 1.0, 1: 2.0, 2: 0.0}, {0: 1.0, 1: 1.0, 2: 2.0})
+    assert worse["verdict"].startswith("found does not win: no significant")
+    assert svb.paired({0: 1.0}, {0: 2.0})["verdict"].startswith("found does not win on 1 seed")
+
+
+def _job(svb, tmp_path, seed=0):
+    arch = get_space("coatnet").baselines()["CoAtNet-0"].arch
+    return svb.Training(
+        "coatnet",
+        arch.to_json(),
+        seed,
+        "fashion-mnist",
+        1,
+        32,
+        1e-3,
+        64,
+        tmp_path / "runs",
+        tmp_path / "cache",
+    )
+
+
+def test_training_cache_skips_finished_runs_and_resumes_started_ones(svb, tmp_path):
+    calls = []
+
+    def fake_nas_train(command):
+        calls.append(command)
+        out = Path(command[command.index("--out") + 1])
+        out.mkdir(parents=True, exist_ok=True)
+        history = [{"top1": 50.0, "loss": 1.0, "train_seconds": 2.0}]
+        (out / "history.json").write_text(json.dumps({"settings": {"arch": "x"}, "history": history}))
+        return 0
+
+    job = _job(svb, tmp_path)
+    result, hit = svb.run_training(job, fake_nas_train)
+    assert not hit and result["top1"] == 50.0 and "--resume" not in calls[0]
+    assert json.loads(job.cache_file.read_text())["top1"] == 50.0
+    assert svb.run_training(job, fake_nas_train) == (result, True) and len(calls) == 1  # skipped
+
+    other = _job(svb, tmp_path, seed=1)
+    other.out.mkdir(parents=True)
+    (other.out / "checkpoint.pt").write_bytes(b"")  # an interrupted run
+    svb.run_training(other, fake_nas_train)
+    assert "--resume" in calls[1] and other.name != job.name
+    with pytest.raises(RuntimeError, match="exited with 3"):
+        svb.run_training(_job(svb, tmp_path, seed=2), lambda command: 3)
+
+    busy = _job(svb, tmp_path, seed=3)
+    with svb._held(busy.out.with_name(f"{busy.name}.lock")), pytest.raises(svb.Busy):  # another process's
+        svb.run_training(busy, fake_nas_train)
+    assert len(calls) == 2 and svb.run_training(busy, fake_nas_train)[0]["top1"] == 50.0  # then free
+
+
+@pytest.mark.slow  # about a minute on 2 shared cores: nas train loads and validates on all of Fashion-MNIST
+def test_a_real_tiny_training_goes_through_nas_train(svb, tmp_path):
+    job = _job(svb, tmp_path)
+    result, hit = svb.run_training(job)
+    assert not hit and 0 <= result["top1"] <= 100 and len(result["history"]) == 1
+    assert result["train_settings"]["config"]["train_samples"] == 64
+
+
+def test_search_record_and_pairs(svb, tmp_path):
+    space = get_space("coatnet")
+    base = space.baselines()["CoAtNet-0"].arch
+    plan = svb.SearchPlan("coatnet", "3trials", 0, tmp_path / "runs", tmp_path / "cache")
+    macs = svb.count(base).macs
+
+    def fake_nas_search(command):
+        assert "--resume" not in command
+        run_dir = plan.runs_dir / plan.study
+        run_dir.mkdir(parents=True)
+        rows = [
+            ("COMPLETE", True, base, "CoAtNet-0", 60.0, macs),
+            ("COMPLETE", True, space.sample_random(1), "", 65.0, macs - 1),
+            ("COMPLETE", False, space.sample_random(2), "", 99.0, 1),  # over a limit: not in the record
+            ("FAIL", True, space.sample_random(3), "", float("nan"), 1),
+        ]
+        frame = pd.DataFrame(
+            [
+                {"number": i, "state": s, "feasible": f, "arch": a.key, "baseline": b, "top1": t, "macs": m,
+                 "params": 1, "arch_json": a.to_json()}
+                for i, (s, f, a, b, t, m) in enumerate(rows)
+            ]
+        )  # fmt: skip
+        frame.to_csv(run_dir / "trials.csv", index=False)
+        (run_dir / "manifest.json").write_text(json.dumps({"budget": "3trials"}))
+        return 0
+
+    record = svb.run_search(plan, fake_nas_search)
+    assert [r["number"] for r in record["rows"]] == [0, 1] and record["front"] == [1]
+    assert svb.run_search(plan, lambda command: pytest.fail("ran again")) == record
+    pair = svb.make_pair("coatnet", "CoAtNet-0", record)
+    assert pair["found"]["trial"] == 1 and pair["found"]["on_front"]
+    assert pair["baseline"]["macs"] == macs and pair["baseline"]["proxy_top1"] == 60.0
+    assert svb.make_pair("coatnet", "CoAtNet-0", {**record, "rows": record["rows"][:1]})["found"] is None
+    short = svb.SearchPlan("coatnet", "9trials", 0, tmp_path / "runs2", tmp_path / "cache")
+    short.runs_dir.mkdir()
+    with pytest.raises(RuntimeError, match="ended 4 of 9trials"):  # a search stopped short is not kept
+        svb.run_search(
+            short,
+            lambda command: shutil.copytree(plan.runs_dir / plan.study, short.runs_dir / short.study) and 0,
+        )
+    assert not short.cache_file.exists()
+
+
+def test_the_study_trains_pairs_seed_by_seed_and_writes_partial_results(svb, tmp_path):
+    space = get_space("coatnet")
+    args = svb.parse_args(
+        ["--spaces", "coatnet", "--seeds", "0,1", "--budget", "2trials", "--train-samples", "64",
+         "--runs-dir", str(tmp_path / "runs"), "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path)]
+    )  # fmt: skip
+    found = space.sample_random(5)
+    rows = [
+        {"number": 0, "arch": "b", "baseline": "CoAtNet-0", "top1": 50.0, "macs": 4_000_000_000,
+         "params": 1, "arch_json": space.baselines()["CoAtNet-0"].arch.to_json()},
+        {"number": 1, "arch": found.key, "baseline": "", "top1": 55.0, "macs": 1, "params": 1,
+         "arch_json": found.to_json()},
+    ]  # fmt: skip
+    trained = []
+
+    def fake_nas_train(command):
+        trained.append((command[command.index("--seed") + 1], svb.Arch.load(command[4]).key))
+        out = Path(command[command.index("--out") + 1])
+        out.mkdir(parents=True, exist_ok=True)
+        top1 = 60.0 + len(trained) + (5 if svb.Arch.load(command[4]).key == found.key else 0)
+        history = [{"top1": top1, "loss": 1.0, "train_seconds": 1.0}]
+        (out / "history.json").write_text(json.dumps({"settings": {}, "history": history}))
+        return 0
+
+    study = svb.Study(args, fake_nas_train)
+    study.datasets, study.skipped = ["fashion-mnist"], {"cifar10": "no copy"}
+    svb._write_json(study.plans["coatnet"].cache_file, {"rows": rows, "front": [1], "trials_ended": 2})
+    # CoAtNet-1's found network is the same one: trained once
+    assert "0 of 6 trainings finished" in study.status()
+    study.run()
+    key0, key1 = (space.baselines()[name].arch.key for name in ("CoAtNet-0", "CoAtNet-1"))
+    assert trained == [(seed, key) for seed in "01" for key in (found.key, key0, key1)]
+    result = json.loads((tmp_path / "search_vs_baselines.json").read_text())
+    first, second = result["pairs"]
+    assert first["stats"]["n"] == 2 and not first["partial"] and first["stats"]["difference"]["mean"] == 4.0
+    assert second["found"]["key"] == found.key and second["stats"]["difference"]["values"] == [3.0, 3.0]
+    assert result["settings"]["training_to_proxy_images"] == pytest.approx(2 * 64 / 1984)  # 2 epochs of 64
+    escaped = found.key.replace("|", "\\|")  # the key's pipes would split the cell
+    assert f"| CoAtNet-0 | 4.17G / 25.0M | `{escaped}` (1) | 0.00G / 0.0M | 50.0 / 55.0 |" in svb.markdown(
+        result
+    )
+    assert (tmp_path / "search_vs_baselines.png").exists()
+    assert "6 of 6 trainings finished" in study.status()
+
+    args.seeds = [0, 1, 2]
+    crash = svb.Study(args, lambda c: 1 if svb.Arch.load(c[4]).key == found.key else fake_nas_train(c))
+    crash.datasets = ["fashion-mnist"]
+    failed = crash.run()
+    assert len(failed) == 1 and "exited with 1" in failed[0]  # the baselines' seed 2 ran all the same
+    assert "8 of 9 trainings finished" in crash.status()
+    first = json.loads((tmp_path / "search_vs_baselines.json").read_text())["pairs"][0]
+    assert first["partial"] and first["stats"]["n"] == 2 and first["stats"]["baseline"]["n"] == 3
+    args.spaces = ["sasa"]  # a process running the other space reports this one's results all the same
+    assert svb.Study(args, fake_nas_train).write()["pairs"][0] == first
