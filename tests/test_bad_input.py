@@ -692,6 +692,11 @@ CLI_CASES = [
         id="search-ray-gcs-port-refused",
     ),
     pytest.param(
+        search(study=FRESH, backend="ray", storage="postgresql://bob:hunter2@db/nas"),
+        "storage: a Ray search keeps its study in the run folder (ray/ and ray_ledger.jsonl), not in an",
+        id="search-ray-storage-refused",
+    ),
+    pytest.param(
         search(study=FRESH, backend="ray", address="nowhere"),
         "address: 'nowhere' is not a Ray cluster's address",
         id="search-ray-address-malformed",

@@ -220,23 +220,15 @@ def test_a_malformed_url_with_a_password_fails_without_showing_it(tmp_path: Path
 # --- Ray -------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.integration
-def test_a_ray_search_writes_the_password_to_no_file_of_its_experiment(tmp_path: Path) -> None:
-    """The Ray backend keeps its study in runs/<study>/ray and the ledger; its workers get the settings
-    through tune.with_parameters, which Tune keeps in Ray's object store, not in the experiment folder."""
-    import ray
-
-    url = f"postgresql://bob:{ENCODED}@127.0.0.1:1/nas"  # the Ray backend never opens it
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        out = io.StringIO()
-        settings = cheap_settings(tmp_path, storage=url, backend="ray", budget="3trials")
-        assert len(run_search(settings, Console(file=out, width=200)).trials) == 3
-    finally:
-        ray.shutdown()
-    assert (tmp_path / "t" / "ray" / "tuner.pkl").exists()  # Tune's experiment is among the files searched
-    assert _files_holding_it(tmp_path / "t") == {}
-    assert not _leaks(out.getvalue())
+def test_a_ray_search_refuses_a_storage_url_without_showing_its_password(tmp_path: Path) -> None:
+    """The Ray backend keeps its study in runs/<study>/ray and the ledger, so a storage URL would be ignored:
+    it is refused before anything is written, and the message does not repeat it."""
+    url = f"postgresql://bob:{ENCODED}@127.0.0.1:1/nas"
+    refusal = "storage: a Ray search keeps its study in the run folder"
+    with pytest.raises(ValueError, match=refusal) as refused:
+        run_search(cheap_settings(tmp_path, storage=url, backend="ray", budget="3trials"))
+    assert not _leaks(str(refused.value)) and "bob" not in str(refused.value)
+    assert not any(tmp_path.iterdir())
 
 
 # --- a real PostgreSQL server that checks the password ---------------------------------------------------

@@ -63,7 +63,6 @@ def _settings_dict(settings: SearchSettings) -> dict[str, Any]:
     working directory of its own (a relative ``runs`` would put weights and latency tables there)."""
     out = dataclasses.asdict(settings)
     out.pop("extra")
-    out["storage"] = None  # the Ray backend opens no Optuna storage: a URL's password stays on the driver
     for name in ("runs_dir", "data_dir"):
         if out[name] is not None:
             out[name] = str(Path(out[name]).expanduser().resolve())

@@ -168,6 +168,11 @@ class SearchSettings:
             raise ValueError(
                 "supernet-workers: the supernet trains in Ray Train workers, so it needs --backend ray"
             )
+        if self.backend == "ray" and self.storage is not None:  # not echoed: it may hold a password
+            raise ValueError(
+                "storage: a Ray search keeps its study in the run folder (ray/ and ray_ledger.jsonl), not in "
+                "an Optuna storage; drop --storage, or use --backend optuna to keep the study there"
+            )
         if self.backend == "ray" and self.workers != 1:
             raise ValueError("workers: with --backend ray, parallelism is --concurrency (trials at once)")
         if self.backend != "ray" and self.concurrency != 1:
