@@ -69,22 +69,28 @@ class RayNode:
         return f"http://127.0.0.1:{self.dashboard_port}"
 
     def start(self) -> RayNode:
+        named = {
+            "node-manager-port": free_port(),
+            "object-manager-port": free_port(),
+            "metrics-export-port": free_port(),
+            "dashboard-agent-listen-port": free_port(),
+            "dashboard-agent-grpc-port": free_port(),
+            "runtime-env-agent-port": free_port(),
+        }
+        if self.join is None:
+            named["ray-client-server-port"] = free_port()
+        taken = {*named.values(), self.gcs_port, self.dashboard_port}
+        # the workers' range must hold none of the others (Ray refuses to start, "used by other components";
+        # free ports picked one after another are often close together)
         worker_low = free_port()
-        ports = [
-            f"--node-manager-port={free_port()}",
-            f"--object-manager-port={free_port()}",
-            f"--metrics-export-port={free_port()}",
-            f"--dashboard-agent-listen-port={free_port()}",
-            f"--dashboard-agent-grpc-port={free_port()}",
-            f"--runtime-env-agent-port={free_port()}",
-            f"--min-worker-port={worker_low}",
-            f"--max-worker-port={worker_low + 40}",
-        ]
+        while taken & set(range(worker_low, worker_low + 41)):
+            worker_low = free_port()
+        ports = [f"--{option}={port}" for option, port in named.items()]
+        ports += [f"--min-worker-port={worker_low}", f"--max-worker-port={worker_low + 40}"]
         if self.join is None:
             role = [
                 "--head",
                 f"--port={self.gcs_port}",
-                f"--ray-client-server-port={free_port()}",
                 "--dashboard-host=127.0.0.1",
                 f"--dashboard-port={self.dashboard_port}",
             ]
