@@ -44,6 +44,7 @@ bench: setup
 	$(PY) benchmarks/bench_cost_scaling.py
 	$(PY) benchmarks/bench_search.py
 	$(PY) benchmarks/bench_latency.py
+	$(PY) benchmarks/bench_rejection_cost.py
 	$(PY) benchmarks/bench_oneshot_scale.py
 	$(PY) benchmarks/bench_fidelity.py
 
