@@ -67,7 +67,7 @@ import torch.nn as nn
 from evaluators.complexity import _HeadPart
 from evaluators.part_costs import part_key
 from nas.arch import Arch, Head, Stage, Stem
-from nas.atomic import locked, replaced
+from nas.atomic import merge_json
 from nas.model import build_model, check_img_size, plan_blocks
 from nas.ops import STEMS
 
@@ -478,10 +478,10 @@ class LatencyTable:
     def _save(self) -> None:
         """Merge this table into its file under the lock (entries already in the file win) and adopt the
         result, so that concurrent writers keep each other's entries and agree on shared ones."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with locked(self.path):
-            merged = _merge(self._entries, _read_entries(self.path, self.device_id))
-            document = {
+
+        def merged() -> dict[str, Any]:
+            self._entries = _merge(self._entries, _read_entries(self.path, self.device_id))
+            return {
                 "format": _FILE_FORMAT,
                 "version": _FILE_VERSION,
                 "device_id": self.device_id,
@@ -489,11 +489,10 @@ class LatencyTable:
                 "kind": self.device.type,
                 "torch": torch.__version__,
                 "threads": self.threads,
-                "entries": merged,
+                "entries": self._entries,
             }
-            with replaced(self.path) as tmp:
-                tmp.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
-        self._entries = merged
+
+        merge_json(self.path, merged)
 
     def __repr__(self) -> str:
         return f"LatencyTable({self.device_id!r}, batch={self.batch}, path={str(self.path)!r})"

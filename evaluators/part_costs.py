@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from nas.atomic import locked, replaced
+from nas.atomic import merge_json
 
 __all__ = ["PartCosts", "fingerprint", "part_key"]
 
@@ -88,21 +88,19 @@ class PartCosts:
     def add(self, convention: str, key: str, cost: tuple[int, int]) -> None:
         """Keep ``cost`` and merge it into the file under its lock (an entry already there wins)."""
         self._costs.setdefault(convention, {})[key] = [int(cost[0]), int(cost[1])]
-        self.root.mkdir(parents=True, exist_ok=True)
-        with locked(self.path):
-            merged = self._costs
+
+        def merged() -> dict[str, Any]:
             for name, theirs in _read_costs(self.path).items():
-                merged[name] = {**merged.get(name, {}), **theirs}
-            document = {
+                self._costs[name] = {**self._costs.get(name, {}), **theirs}
+            return {
                 "format": _FILE_FORMAT,
                 "version": _FILE_VERSION,
                 "fingerprint": fingerprint(),
                 "torch": torch.__version__,
-                "costs": merged,
+                "costs": self._costs,
             }
-            with replaced(self.path) as tmp:
-                tmp.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
-        self._costs = merged
+
+        merge_json(self.path, merged)
 
     def __len__(self) -> int:
         return sum(len(costs) for costs in self._costs.values())

@@ -8,14 +8,16 @@ holding :func:`locked`."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-__all__ = ["locked", "nearest_existing", "replaced", "scratch_folder"]
+__all__ = ["locked", "merge_json", "nearest_existing", "replaced", "scratch_folder"]
 
 
 @contextmanager
@@ -40,6 +42,17 @@ def locked(path: str | Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def merge_json(path: str | Path, document: Callable[[], Any]) -> None:
+    """Replace the JSON file ``path`` with ``document()``, which runs while this process holds ``path``'s
+    :func:`locked`, so that it can first merge in what other writers put in the file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with locked(path):
+        text = json.dumps(document(), indent=1, sort_keys=True) + "\n"
+        with replaced(path) as tmp:
+            tmp.write_text(text)
 
 
 def nearest_existing(path: str | Path) -> Path:
