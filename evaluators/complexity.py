@@ -31,14 +31,17 @@ Two conventions (``convention=``, ``nas cost / baselines --convention``):
 
 - ``"fvcore"`` (the default, and every search's): the multiply-adds above, element-wise work free.
 - ``"paper"``: the same, plus the arithmetic the attention papers count on their attention maps, derived
-  from the operations and the MAC convention itself (a multiply-add is 1; a nonlinearity such as ``exp``,
-  ``max`` or GELU is free, as fvcore counts it), not fitted to their tables. Per entry of an attention map
-  (one query, one key, one head): **1** multiply-add forms the logit from its terms (CoAtNet: the scale and
-  the relative bias, ``s * qk + w``; SASA: the content plus the relative logit), and **1** normalizes it
-  (the softmax's sum and division); external attention's S x N maps get the same 2 (the softmax over
-  tokens, then the L1 over slots). And SASA's relative logits are counted as its Eq. 3 writes them, a
-  ``d``-dimensional dot product ``q^T r`` per entry (``B N k^2 C``), where the ``local`` kernel factorizes
-  them into row and column terms (``B N k C``). How close this comes to the papers' rows is in the README.
+  from the operations, not fitted to their tables: every arithmetic operation on an attention-map entry
+  (one query, one key, one head) is one unit, as a multiply-add is one in the MAC convention. Per entry:
+  **2** form the logit from its terms (CoAtNet: the scale and the relative bias, ``s * qk + w``; SASA: the
+  content logit + the row logit + the column logit) and **5** are the softmax's (max and subtract for the
+  shift, ``exp``, sum and divide: the five TensorFlow's profiler counts per softmax element, and both papers
+  come from TensorFlow code): **7**. External attention's S x N maps: the softmax's 5 and 2 for the L1
+  renormalization over the slots (sum and divide): 7 too. Everything else stays as fvcore counts it: SASA's
+  relative logits as the ``local`` kernel computes them (``q^T r`` with ``r`` the concatenation of a row and a
+  column embedding is a row term plus a column term, ``B N k C`` in all, their sum per entry among the 2
+  above), and element-wise work on activations free (the papers' conv baselines match fvcore to 0.5%, so
+  they do not count it). How close this comes to the papers' rows is in the README.
 """
 
 from __future__ import annotations
@@ -171,26 +174,29 @@ _HANDLERS: dict[str, Callable | None] = {
     **dict.fromkeys(_ZERO_MAC_OPS),
 }
 
-# The "paper" convention (module docstring): multiply-adds per attention-map entry beyond the products
-_MAP_ENTRY_MACS = 2  # 1 forms the logit from its terms (scale and bias), 1 normalizes it (sum and divide)
+# The "paper" convention (module docstring): one unit per arithmetic operation on each attention-map entry
+# beyond the products fvcore counts, an operation being what a multiply-add is in the MAC convention: one.
+_SOFTMAX_OPS = 5  # per element: max and subtract (the shift), exp, sum and divide (TensorFlow's profiler: 5)
+_LOGIT_OPS = 2  # the logit from its terms: CoAtNet's scale and + relative bias; SASA's content + row + column
+_L1_OPS = 2  # external attention's second normalization, over the slots: sum and divide
+_MAP_ENTRY_OPS = _LOGIT_OPS + _SOFTMAX_OPS  # an entry of a dot-product attention map (global or local): 7
 
 
 def _sdpa_paper_macs(inputs: list[Any], outputs: list[Any]) -> int:
     q, k = get_shape(inputs[0]), get_shape(inputs[1])
-    return _sdpa_macs(inputs, outputs) + _MAP_ENTRY_MACS * math.prod(q[:-1]) * k[-2]
+    return _sdpa_macs(inputs, outputs) + _MAP_ENTRY_OPS * math.prod(q[:-1]) * k[-2]
 
 
 def _local_attention_paper_macs(inputs: list[Any], outputs: list[Any]) -> int:
     query = get_shape(inputs[0])  # (maps, H, W, d): every map's queries
     kernel = get_shape(inputs[3])[0]
-    entries = math.prod(query[:-1]) * kernel * kernel
-    # logits and weighted sum as fvcore counts them, the relative logits as Eq. 3 writes them (d per entry)
-    return math.prod(query) * 3 * kernel * kernel + _MAP_ENTRY_MACS * entries
+    return _local_attention_macs(inputs, outputs) + _MAP_ENTRY_OPS * math.prod(query[:-1]) * kernel * kernel
 
 
 def _softmax_paper_macs(inputs: list[Any], outputs: list[Any]) -> int:
-    # an explicit softmax is external attention's (S, N) map (and the attention stem's few value weights)
-    return _MAP_ENTRY_MACS * math.prod(get_shape(outputs[0]))
+    # an explicit softmax is external attention's (S, N) map, L1-renormalized over S afterwards (the attention
+    # stem's few value weights, 64 numbers, are counted alike): logits as fvcore counts them, then both norms
+    return (_SOFTMAX_OPS + _L1_OPS) * math.prod(get_shape(outputs[0]))
 
 
 CONVENTIONS: dict[str, dict[str, Callable | None]] = {

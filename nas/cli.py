@@ -226,8 +226,8 @@ _Convention = Annotated[
     str,
     typer.Option(
         help="How MACs are counted: fvcore (multiply-adds only, as every search counts them) or paper "
-        "(plus the attention maps' element-wise work and SASA's relative logits as its Eq. 3 writes "
-        "them; see evaluators/complexity.py)."
+        "(plus the attention maps' arithmetic: 7 operations per map entry, the logit from its terms and "
+        "the softmax; see evaluators/complexity.py)."
     ),
 ]
 
