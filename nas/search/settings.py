@@ -306,10 +306,6 @@ class SearchSettings:
         return parse_objectives(self.objectives)
 
     @property
-    def parsed_budget(self) -> Budget:
-        return Budget.parse(self.budget)
-
-    @property
     def evaluator_spec(self) -> EvaluatorSpec:
         return get_evaluator(self.evaluator)
 
