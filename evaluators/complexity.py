@@ -43,6 +43,7 @@ Two conventions (``convention=``, ``nas cost / baselines --convention``):
 
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 import math
@@ -56,6 +57,7 @@ from typing import Any
 
 import torch
 import torch.nn as nn
+from torch.overrides import TorchFunctionMode
 
 with warnings.catch_warnings():  # fvcore's import scripts a loss function, which torch now warns about
     warnings.simplefilter("ignore", FutureWarning)
@@ -125,6 +127,7 @@ _ZERO_MAC_OPS = (
     "aten::unfold",
     "aten::scatter",
     "aten::where",
+    "aten::fill_",  # the attention stem's mask of the keys inside the image, where it pads (a write)
     "aten::abs",
     "aten::amax",
     "aten::meshgrid",  # the relative-position index (index bookkeeping, computed once per map size)
@@ -352,7 +355,85 @@ def _part_cost(
 def _traced_part_cost(
     build: Callable[[], nn.Module], input_shape: tuple[int, ...], what: str, convention: str
 ) -> tuple[int, int]:
-    """(params, MACs) of the module ``build()`` makes, traced by fvcore on one input of ``input_shape``."""
+    """(params, MACs) of the module ``build()`` makes, traced by fvcore on one input of ``input_shape``: on
+    the meta device (shapes only, no arithmetic), or on the CPU where a meta trace fails (counted in
+    :data:`CPU_FALLBACKS`)."""
+    try:
+        return _meta_part_cost(build, input_shape, convention)
+    except _META_FAILURES as error:
+        CPU_FALLBACKS[f"{what.split()[0]}: {type(error).__name__}"] += 1
+    return _cpu_part_cost(build, input_shape, what, convention)
+
+
+class _UncountedOnMeta(Exception):
+    """A meta trace left ops uncounted: the CPU trace decides whether they are (and raises if so)."""
+
+
+# What a meta trace raises where a part cannot run on meta: an op without a meta kernel
+# (NotImplementedError), data-dependent code such as ``.item()`` (RuntimeError), a Python meta kernel reading
+# sizes the jit tracer has made tensors (TypeError), ops left uncounted
+_META_FAILURES = (NotImplementedError, RuntimeError, TypeError, _UncountedOnMeta)
+# how often a part was traced on the CPU because its meta trace failed, per "part kind: error type"
+CPU_FALLBACKS: collections.Counter[str] = collections.Counter()
+
+
+class _ConvolutionAsOnCpu(TorchFunctionMode):
+    """Traces a 2-d convolution of meta tensors as one of CPU tensors is traced: as ``aten::_convolution``.
+
+    On the CPU, ``conv2d`` reaches ``aten::convolution``, which the jit tracer does not record, and whose
+    kernel calls ``aten::_convolution``, which it does (the node fvcore counts). On meta, torch's Python
+    kernel for ``aten::convolution`` computes the output's shape itself, from sizes the live tracer has made
+    tensors (it raises), and never calls ``aten::_convolution``. So here ``conv2d`` of a batched meta input
+    is the ``aten::_convolution`` call the CPU kernel makes, with the same arguments."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.conv2d and args and getattr(args[0], "is_meta", False) and args[0].dim() == 4:
+            names = ("input", "weight", "bias", "stride", "padding", "dilation", "groups")
+            bound = dict(zip(names[: len(args)], args, strict=True))
+            bound = {"bias": None, "stride": 1, "padding": 0, "dilation": 1, "groups": 1, **bound, **kwargs}
+            if not isinstance(bound["padding"], str):  # "same" / "valid" are another op: left as they are
+                pair = torch.nn.modules.utils._pair
+                cudnn = torch.backends.cudnn
+                return torch._convolution(
+                    bound["input"],
+                    bound["weight"],
+                    bound["bias"],
+                    pair(bound["stride"]),
+                    pair(bound["padding"]),
+                    pair(bound["dilation"]),
+                    False,  # transposed
+                    [0, 0],  # output padding
+                    bound["groups"],
+                    cudnn.benchmark,
+                    cudnn.deterministic or torch.are_deterministic_algorithms_enabled(),
+                    cudnn.enabled,
+                    cudnn.allow_tf32,
+                )
+        return func(*args, **kwargs)
+
+
+def _meta_part_cost(
+    build: Callable[[], nn.Module], input_shape: tuple[int, ...], convention: str
+) -> tuple[int, int]:
+    """(params, MACs) of the module ``build()`` makes, built and traced on the meta device: the jit trace
+    fvcore counts holds the same ops with the same shapes as on the CPU, and no arithmetic is done."""
+    with torch.device("meta"), SkipMetaInit():  # no initialization: only shapes matter
+        module = build()
+    module.eval()
+    with torch.no_grad(), _ConvolutionAsOnCpu():
+        analysis = flop_count_analysis(module, torch.empty(input_shape, device="meta"), convention)
+        macs = int(analysis.total())
+        if analysis.unsupported_ops():
+            raise _UncountedOnMeta(dict(analysis.unsupported_ops()))
+    return count_params(module), macs
+
+
+def _cpu_part_cost(
+    build: Callable[[], nn.Module], input_shape: tuple[int, ...], what: str, convention: str
+) -> tuple[int, int]:
+    """(params, MACs) of the module ``build()`` makes, traced by fvcore running its forward pass on the CPU on
+    one input (zeros) of ``input_shape``."""
     with torch.device("meta"), SkipMetaInit():  # no initialization: only shapes matter
         module = build()
     module.to_empty(device="cpu").eval()
