@@ -31,9 +31,9 @@ part's count depends on), so a search traces each distinct part once per machine
 process. :func:`count_traced` is the reference: the whole network built and traced on the CPU in one piece;
 the two agree exactly, part by part (tested over the baselines and random architectures of every space), and
 every registered stem, mixer, block and head counts the same on meta as on the CPU. Measured
-(``benchmarks/``, 2 shared CPU cores): a cold count of a random coatnet architecture 0.11 s at the median
-(the whole-network trace: 1.17 s); a rejected sample of a constrained search with an empty store 0.07 s at
-the median, 0.14 s at worst.
+(``benchmarks/``, 2 shared CPU cores): a cold count of a random coatnet architecture 0.12 s at the median
+(the whole-network trace: 1.26 s); a rejected sample of a constrained search with an empty store 0.08 s at
+the median, 0.15 s at worst.
 
 Two conventions (``convention=``, ``nas cost / baselines --convention``):
 

@@ -4,7 +4,7 @@ process.
 :func:`evaluators.complexity.count` traces every distinct part of a network (stem, block, head) on an input of
 its shape. A trace used to run the part's forward pass for real, at the target resolution (seconds on a CPU
 for a block of 56 x 56 global attention); parts are now traced on the meta device, about 20 ms each, and this
-store saves even that: a sample whose parts are known is checked in about 13 ms. The count of a part
+store saves even that: a sample whose parts are known is checked in about 14 ms. The count of a part
 depends only on what the part is (every field of its build and its input shape: :func:`part_key`), on the
 counting convention, and on the code that builds and counts it. So a part's ``(params, MACs)`` is stored
 under its key and convention in ``<root>/<fingerprint>.json``, where the fingerprint hashes the torch, fvcore
