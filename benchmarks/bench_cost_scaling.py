@@ -1,8 +1,10 @@
 """Cost scaling: what counting a network's MACs costs per trial, and how the supernet grows with its space.
 
 1. **MAC counting** (:mod:`evaluators.complexity`). ``count`` (each distinct part, stem, block or head, traced
-   once alone; the memo of part costs cleared before each timing, so *cold*) against ``count_traced`` (the
-   whole network built with initialized weights and traced in one piece, the reference), at 224 px, on
+   once alone on the meta device; the memo of part costs cleared before each timing, so *cold*; the parts
+   traced on the CPU because their meta trace failed are reported, ``cpu_fallbacks``) against
+   ``count_traced`` (the whole network built with initialized weights and traced on the CPU in one piece, the
+   reference), at 224 px, on
    ``--archs`` seeded random architectures of the ``coatnet`` space (``sample_random(seed)``, seeds 0..N-1)
    and on CoAtNet-0..4 (total depth 12..44). Per architecture: seconds of each (one call each, interleaved),
    the ratio, total depth and number of distinct blocks; the results are checked equal. Also: ``count`` again
@@ -28,7 +30,7 @@ Run from the repository root::
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_cost_scaling.py [--part count|supernet|all]
         [--archs 10] [--profiles cpu,full] [--variants ops1,ops2,...] [--max-gib 12]
 
-On 2 busy CPU cores the count part takes about 50 s, the supernet part about 80 s under the cpu profile and
+On 2 busy CPU cores the count part takes about 25 s, the supernet part about 80 s under the cpu profile and
 4-5 minutes at full size (with ``--max-gib 15``, which also builds the default space for real: 10 GiB);
 ``--profiles`` and ``--variants`` split it into shorter runs.
 
@@ -58,7 +60,7 @@ sys.path.insert(0, str(ROOT))
 
 from peak_rss import reset_peak_rss, status_kib  # noqa: E402  (benchmarks/, the script's folder)
 
-from evaluators.complexity import clear_count_cache, count, count_traced  # noqa: E402
+from evaluators.complexity import CPU_FALLBACKS, clear_count_cache, count, count_traced  # noqa: E402
 from nas.arch import Arch, Head, Stem  # noqa: E402
 from nas.model import SkipMetaInit, build_model, count_params, head_layers, plan_blocks  # noqa: E402
 from nas.ops import STEMS  # noqa: E402
@@ -171,6 +173,7 @@ def bench_count(n_archs: int) -> dict[str, Any]:
         "count_traced_vs_depth": _line([r["depth"] for r in rows], [r["count_traced_s"] for r in rows]),
         "count_vs_distinct_blocks": _line([r["distinct_blocks"] for r in rows], [r["count_s"] for r in rows]),
         "count_vs_depth": _line([r["depth"] for r in rows], [r["count_s"] for r in rows]),
+        "cpu_fallbacks": dict(CPU_FALLBACKS),
     }
     return {"img_size": IMG_SIZE, "random_seeds": list(range(n_archs)), "rows": rows, "summary": summary}
 
@@ -197,6 +200,7 @@ def print_count(result: dict[str, Any]) -> None:
     for key in ("count_traced_vs_depth", "count_vs_distinct_blocks", "count_vs_depth"):
         fit = s[key]
         print(f"{key}: {fit['intercept_s']:.3f} s + {fit['slope_s']:.4f} s per unit (r = {fit['r']:.2f})")
+    print(f"parts traced on the CPU because their meta trace failed: {s.get('cpu_fallbacks', {}) or 'none'}")
 
 
 # --- 2. supernet memory -------------------------------------------------------------------------------

@@ -12,7 +12,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
+import evaluators.complexity as complexity
 from evaluators.complexity import (
+    CONVENTIONS,
     clear_count_cache,
     count,
     count_traced,
@@ -21,7 +23,7 @@ from evaluators.complexity import (
     macs_of,
 )
 from nas import build_model
-from nas.arch import BLOCK_MIXERS, STEM_KINDS, Stage
+from nas.arch import BLOCK_MIXERS, HEAD_KINDS, MIXER_NAMES, STEM_KINDS, Head, Stage
 from nas.model import mixer_cfg
 from nas.ops import BLOCKS, MIXERS, STEMS, MixerCfg
 from nas.ops.local_attention import LocalAttention
@@ -108,16 +110,19 @@ def _analytic(name: str, k: int, memory: int) -> int:
     return N * C_IN * 3 * C_OUT + N * C_OUT * (2 * k * k + k)
 
 
-def _mixer(name: str, k: int) -> nn.Module:
-    """The ``name`` mixer from C_IN to C_OUT channels on an H x W map (16 memory slots for ``ext``)."""
-    cfg = MixerCfg(
+def _mixer_cfg(name: str, k: int, feat_size: tuple[int, int] = (H, W)) -> MixerCfg:
+    return MixerCfg(
         name,
         heads=None if name == "conv" else HEADS,
         k=k if name in ("conv", "local") else None,
         memory=16 if name == "ext" else None,
-        feat_size=(H, W),
+        feat_size=feat_size,
     )
-    return MIXERS.get(name)(C_IN, C_OUT, cfg, 1)
+
+
+def _mixer(name: str, k: int) -> nn.Module:
+    """The ``name`` mixer from C_IN to C_OUT channels on an H x W map (16 memory slots for ``ext``)."""
+    return MIXERS.get(name)(C_IN, C_OUT, _mixer_cfg(name, k), 1)
 
 
 @pytest.mark.parametrize("name", ["conv", "rel", "ext", "local"])
@@ -269,6 +274,130 @@ def test_count_refuses_an_image_below_the_total_stride_as_the_model_does() -> No
     assert str(fast.value) == str(traced.value)
     assert "at least 32 px" in str(fast.value)
     assert count(arch, img_size=32).img_size == 32
+
+
+# --- the meta trace count() makes is the CPU trace, exactly --------------------------------------------
+
+CONVENTION_NAMES = list(CONVENTIONS)
+
+
+def _same_on_meta_and_cpu(build, shape: tuple[int, ...], convention: str) -> tuple[int, int]:
+    """A part's (params, MACs) traced on meta (no fallback: a failed meta trace fails the test) and on the
+    CPU, which must agree exactly."""
+    meta = complexity._meta_part_cost(build, shape, convention)
+    assert meta == complexity._cpu_part_cost(build, shape, "part", convention)
+    return meta
+
+
+def test_the_registries_are_what_the_meta_trace_tests_cover() -> None:
+    assert set(BLOCKS.names()) == set(BLOCK_MIXERS) and set(MIXERS.names()) == set(MIXER_NAMES)
+    assert set(STEMS.names()) == set(STEM_KINDS)
+
+
+@pytest.mark.parametrize("convention", CONVENTION_NAMES)
+@pytest.mark.parametrize("kind", STEMS.names())
+def test_every_stem_counts_the_same_on_meta(kind: str, convention: str) -> None:
+    for size, patch in ((32, 4), (70, 16)):  # 70: not a multiple of the patch or the stride
+        build = functools.partial(STEMS.get(kind), 3, 16, patch=patch if kind == "patch" else None)
+        assert _same_on_meta_and_cpu(build, (1, 3, size, size), convention)[1] > 0
+
+
+@pytest.mark.parametrize("convention", CONVENTION_NAMES)
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("name", MIXERS.names())
+def test_every_mixer_counts_the_same_on_meta(name: str, stride: int, convention: str) -> None:
+    for size in ((H, W), (7, 9)):  # 7 x 9: odd sides, not whole local-attention blocks
+        build = functools.partial(MIXERS.get(name), C_IN, C_OUT, _mixer_cfg(name, 5, size), stride)
+        assert _same_on_meta_and_cpu(build, (1, C_IN, *size), convention)[1] > 0
+
+
+@pytest.mark.parametrize("convention", CONVENTION_NAMES)
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize(("block", "mixer"), PAIRS, ids=[f"{b}-{m}" for b, m in PAIRS])
+def test_every_block_counts_the_same_on_meta(block: str, mixer: str, stride: int, convention: str) -> None:
+    for size in (8, 7):
+        stage = Stage(
+            block,
+            mixer,
+            depth=1,
+            width=32,
+            k=5 if mixer == "local" else None,
+            heads=None if mixer == "conv" else 2,
+        )
+        build = functools.partial(
+            BLOCKS.get(block), 16, 32, stride, mixer_cfg(stage, (size, size)), 0.0, expand=stage.expand
+        )
+        assert _same_on_meta_and_cpu(build, (1, 16, size, size), convention)[1] > 0
+
+
+@pytest.mark.parametrize("convention", CONVENTION_NAMES)
+@pytest.mark.parametrize("kind", HEAD_KINDS)
+def test_every_head_counts_the_same_on_meta(kind: str, convention: str) -> None:
+    head = Head(kind, width=24 if kind == "mlp" else None)
+    for num_classes in (10, 0):
+        build = functools.partial(complexity._HeadPart, head, 32, num_classes)
+        _same_on_meta_and_cpu(build, (1, 32, 7, 5), convention)
+
+
+@pytest.fixture
+def meta_checked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """count() with every part it traces traced on meta and on the CPU, which must agree; yields the parts."""
+    checked: list[str] = []
+
+    def both(build, shape, what, convention):
+        checked.append(what)
+        return _same_on_meta_and_cpu(build, shape, convention)
+
+    monkeypatch.setattr(complexity, "_traced_part_cost", both)
+    clear_count_cache()
+    yield checked
+    clear_count_cache()
+
+
+@pytest.mark.parametrize("convention", CONVENTION_NAMES)
+@pytest.mark.parametrize("img_size", [224, 384])
+@pytest.mark.parametrize("space", list_spaces())
+def test_the_baselines_count_the_same_on_meta(
+    space: str, img_size: int, convention: str, meta_checked: list[str]
+) -> None:
+    for baseline in get_space(space).baselines().values():
+        count(baseline.arch, img_size=img_size, convention=convention)
+    assert meta_checked
+
+
+@pytest.mark.parametrize("convention", CONVENTION_NAMES)
+@pytest.mark.parametrize("space", list_spaces())
+def test_random_archs_count_the_same_on_meta(space: str, convention: str, meta_checked: list[str]) -> None:
+    sp = get_space(space)
+    for seed in range(10):
+        count(sp.sample_random(1000 + seed), img_size=224, convention=convention)
+    profile = sp.profile("cpu")  # a search's proxy scale, one input channel and 10 classes
+    count(profile.apply(sp.sample_random(2000)), profile.img_size, in_chans=1, num_classes=10)
+    assert meta_checked
+
+
+def test_a_part_that_cannot_run_on_meta_is_traced_on_the_cpu_and_counted() -> None:
+    class DataDependent(nn.Module):  # .item() of a meta tensor has no value
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(8, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(x) * x.abs().amax().item()
+
+    before = complexity.CPU_FALLBACKS["block: RuntimeError"]
+    cost = complexity._traced_part_cost(DataDependent, (2, 8), "block x", "fvcore")
+    assert cost == complexity._cpu_part_cost(DataDependent, (2, 8), "block x", "fvcore") == (36, 64)
+    assert complexity.CPU_FALLBACKS["block: RuntimeError"] == before + 1
+
+
+def test_an_uncounted_op_is_still_refused() -> None:
+    class Uncounted(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.cumsum(x, 0)
+
+    with pytest.raises(RuntimeError, match=r"ops without a MAC count in head x: \{'aten::cumsum': 1\}"):
+        complexity._traced_part_cost(Uncounted, (2, 8), "head x", "fvcore")
 
 
 # --- random samples ----------------------------------------------------------------------------------

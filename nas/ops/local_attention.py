@@ -31,6 +31,7 @@ holds standard ops only, which run without this package and which ONNX can expre
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from typing import NamedTuple
@@ -364,7 +365,8 @@ class LocalAttention(nn.Module):
         b, heads, d, h, w = q.shape
         dtype = q.dtype  # the kernel runs in the dtype the (autocast) qkv projection produced
         q, k, v = (t.to(dtype).permute(0, 1, 3, 4, 2).reshape(b * heads, h, w, d) for t in (q, k, v))
-        with torch.autocast(q.device.type, enabled=False):
+        # autocast off around the kernel (meta tensors, on which costs are counted, have no autocast)
+        with contextlib.nullcontext() if q.is_meta else torch.autocast(q.device.type, enabled=False):
             rel = (self.rel_row.to(dtype), self.rel_col.to(dtype))
             out, _ = _local_attention(q, k, v, *rel, self.k)  # (B * heads, H, W, d)
         return out.view(b, heads, h, w, d).permute(0, 1, 4, 2, 3)
