@@ -455,9 +455,9 @@ def test_the_paper_convention_counts_parts_as_the_whole_network() -> None:
 
 
 def _paper_rows() -> list:
-    """Every row a paper prints; the larger CoAtNet sizes (about 60 s of counting) only under -m slow."""
+    """Every row a paper prints (counted on meta: a few seconds for all of them)."""
     return [
-        pytest.param(space, name, size, marks=[pytest.mark.slow] if size > 224 else [])
+        (space, name, size)
         for space, name in BASELINES
         for size in (224, 384, 512)
         if get_space(space).baselines()[name].paper.flops_at(size) is not None
