@@ -4,9 +4,13 @@ What: ``nas search`` of the ``coatnet`` space (cpu proxy profile, real training 
 baselines, one worker, torch pinned to ``--threads``) under the same device-time budget ``--budget`` (default
 ``5min`` of CPU time), for ``--seeds`` (0 1 2) each:
 
-- ``single``: every trial the profile's proxy training (2000 images, one epoch);
-- ``ladder``: ``--fidelity ladder`` with ``--eta`` (3), ``--rungs`` (3) and ``--min-fidelity`` (500 images):
-  rungs of 500, 1500 and 4500 images, each promotion continuing its checkpoint.
+- ``single``: every trial trains once, to one fidelity (``--single``): ``proxy``, the profile's proxy
+  training (1984 images: one pass over its 2000-image pool at batch 64), or ``top``, the ladder's top rung
+  (the profile with as many passes over that pool as the top rung trains: the top rung must be whole passes);
+- ``ladder``: ``--fidelity ladder`` with ``--eta`` (3), ``--rungs`` (3), ``--min-fidelity`` (500 images)
+  and ``--rung-schedule`` (``top``: one learning-rate schedule spanning the ladder, or ``rung``: restarted at
+  every rung, so each rung is measured annealed): rungs of 500, 1500 and 4500 images at the defaults, each
+  promotion continuing its checkpoint.
 
 Scoring is the same for both: every architecture that is on a run's front at one of ``--checkpoints`` (10)
 evenly spaced moments of its device time, or at its end, is trained once more from scratch by the judge (the
@@ -27,6 +31,8 @@ defaults on 2 CPU cores; runs, judged scores and results are cached under ``--wo
 (``runs/bench_fidelity``), so a killed run resumes where it stopped)::
 
     .venv/bin/python benchmarks/bench_fidelity.py [--budget 5min] [--seeds 0 1 2] [--threads 2]
+    .venv/bin/python benchmarks/bench_fidelity.py --budget 2min --min-fidelity 661 --rung-schedule rung \
+        --single top --work runs/bench_fidelity_top   # rungs 661, 1983, 5949 (1/3, 1, 3 passes)
 
 It prints a table and writes ``bench_fidelity.json`` and ``bench_fidelity.png`` (judged hypervolume against
 device time, both methods, every seed) under ``--out`` (``benchmarks/results``).
@@ -35,6 +41,7 @@ device time, both methods, every seed) under ``--out`` (``benchmarks/results``).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import platform
@@ -74,7 +81,14 @@ def _search(method: str, seed: int, args: argparse.Namespace) -> pd.DataFrame:
     done = run_dir / "done.json"
     if done.exists():
         return pd.read_csv(run_dir / "trials.csv")
-    ladder = {"fidelity": "ladder", "eta": args.eta, "rungs": args.rungs, "min_fidelity": args.min_fidelity}
+    ladder = {
+        "fidelity": "ladder",
+        "eta": args.eta,
+        "rungs": args.rungs,
+        "min_fidelity": args.min_fidelity,
+        "rung_schedule": args.rung_schedule,
+    }
+    single = {"profile": _single_profile(args)}
     settings = SearchSettings(
         space=SPACE,
         evaluator="proxy",
@@ -84,11 +98,32 @@ def _search(method: str, seed: int, args: argparse.Namespace) -> pd.DataFrame:
         runs_dir=str(args.work / "runs"),
         study=study,
         resume=(run_dir / "study.db").exists(),
-        **(ladder if method == "ladder" else {}),
+        **(ladder if method == "ladder" else single),
     )
     outcome = run_search(settings)
     done.write_text(json.dumps({"seconds": float(outcome.trials["charge"].sum())}))
     return outcome.trials
+
+
+def _single_profile(args: argparse.Namespace) -> str:
+    """The proxy profile single fidelity trains with: the space's ``cpu`` profile (``--single proxy``), or
+    (``top``) that profile with as many passes over its pool as the ladder's top rung trains, registered on
+    the space under ``cpu-top`` for this process (the search runs its one worker here)."""
+    if args.single == "proxy":
+        return "cpu"
+    space = get_space(SPACE)
+    cpu = space.profile("cpu")
+    per_pass = (cpu.train_samples or 0) // cpu.batch_size
+    top = math.ceil(args.min_fidelity * args.eta ** (args.rungs - 1) / cpu.batch_size)
+    if per_pass == 0 or top % per_pass:
+        raise SystemExit(
+            f"--single top: the top rung's {top} updates are not whole passes of {per_pass} updates over the "
+            f"cpu profile's pool; pick --min-fidelity so that they are (e.g. 661 at eta 3, 3 rungs)"
+        )
+    passes = top // per_pass
+    described = f"the cpu profile for {passes} passes over its pool: the ladder's top rung"
+    space.profiles["cpu-top"] = dataclasses.replace(cpu, name="cpu-top", epochs=passes, description=described)
+    return "cpu-top"
 
 
 def _eligible(table: pd.DataFrame, method: str, top: int) -> pd.DataFrame:
@@ -181,6 +216,10 @@ def main() -> None:
     parser.add_argument("--eta", type=int, default=3)
     parser.add_argument("--rungs", type=int, default=3)
     parser.add_argument("--min-fidelity", type=int, default=500)
+    parser.add_argument("--rung-schedule", choices=("top", "rung"), default="top")
+    parser.add_argument(
+        "--single", choices=("proxy", "top"), default="proxy", help="single fidelity's training"
+    )
     parser.add_argument("--checkpoints", type=int, default=10)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--work", type=Path, default=ROOT / "runs" / "bench_fidelity")
@@ -190,7 +229,8 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     print(
         f"bench_fidelity: {SPACE}, budget {args.budget} per search, seeds {args.seeds}, torch threads "
-        f"{args.threads}; ladder eta {args.eta}, {args.rungs} rungs from {args.min_fidelity} images",
+        f"{args.threads}; ladder eta {args.eta}, {args.rungs} rungs from {args.min_fidelity} images, "
+        f"{args.rung_schedule} schedule; single fidelity at the {args.single}",
         flush=True,
     )
 

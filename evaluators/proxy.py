@@ -15,7 +15,8 @@ settings so that a driver calls ``evaluate(arch, report=...)`` as the design's e
 Nothing here knows about Optuna or Ray.
 
 A fidelity ladder (:mod:`nas.search.fidelity`) trains in spans: ``train_proxy(..., fidelity=Fidelity(...))``
-trains up to ``fidelity.images`` images in all on a schedule that spans ``fidelity.top_images``, continuing
+trains up to ``fidelity.images`` images in all on a schedule that spans ``fidelity.top_images`` (or, with
+``fidelity.restarts``, restarts at every rung boundary so that each rung ends annealed), continuing
 from the checkpoint of the rung below when it names one, and saves its own checkpoint (weights, optimizer,
 grad scaler, random state, and the position in the data stream: the seeded passes over the profile's
 ``train_samples``). A run continued rung by rung is the same training as one run to the top: on the CPU,
@@ -26,6 +27,7 @@ code, and a file that is not such a checkpoint is refused in one sentence.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -102,16 +104,25 @@ def check_optimizer(setting: str, name: str) -> None:
 class Fidelity:
     """One span of a laddered training: up to ``images`` images in all (rounded up to whole batches), on a
     schedule spanning ``top_images``, from the checkpoint ``resume`` (None: from scratch), its own state
-    saved to ``save``."""
+    saved to ``save``. ``restarts`` (images, increasing, below ``top_images``) cut the schedule in pieces:
+    each piece is the whole schedule (warmup in the first piece only, then cosine down to the minimum rate)
+    over its own images, so training stopped at a restart has just finished annealing (warm restarts,
+    SGDR); empty, one schedule spans the top."""
 
     images: int
     top_images: int
     save: Path
     resume: Path | None = None
+    restarts: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0 < self.images <= self.top_images:
             raise ValueError(f"fidelity: {self.images} images is not within 1..{self.top_images}")
+        bounds = (0, *self.restarts, self.top_images)
+        if any(a >= b for a, b in itertools.pairwise(bounds)):
+            raise ValueError(
+                f"fidelity: restarts {list(self.restarts)} are not increasing within 1..{self.top_images - 1}"
+            )
 
 
 def forked_rng(device: torch.device) -> contextlib.AbstractContextManager[Any]:
@@ -269,29 +280,39 @@ class _Trainer:
         """Train from the checkpoint ``fidelity.resume`` (or from scratch) to ``fidelity.images``, save the
         state to ``fidelity.save``, validate once."""
         per_pass = len(train_batches)
-        end, total = math.ceil(fidelity.images / batch_size), math.ceil(fidelity.top_images / batch_size)
+        end = math.ceil(fidelity.images / batch_size)
+        # in updates: where each piece of the schedule ends, the last at the top rung
+        ends = tuple(
+            dict.fromkeys(math.ceil(i / batch_size) for i in (*fidelity.restarts, fidelity.top_images))
+        )
         start, stream_state = 0, None
         if fidelity.resume is not None:
-            start, stream_state = self._load(fidelity.resume, total, seed)
+            start, stream_state = self._load(fidelity.resume, ends, seed)
         if start > end:
             raise ValueError(f"checkpoint {fidelity.resume} is past {fidelity.images} images already")
-        scheduler, _ = create_scheduler_v2(
-            self.optimizer,
-            sched=self.config.sched,
-            num_epochs=total,  # in updates: the schedule spans the top rung
-            warmup_epochs=self.config.warmup_epochs * per_pass,
-            warmup_lr=self.config.warmup_lr,
-            min_lr=self.config.min_lr,
-            step_on_epochs=False,
-            updates_per_epoch=1,
+        scheduler = _Restarts(
+            [
+                create_scheduler_v2(
+                    self.optimizer,
+                    sched=self.config.sched,
+                    num_epochs=b - a,  # in updates
+                    warmup_epochs=self.config.warmup_epochs * per_pass if a == 0 else 0,
+                    warmup_lr=self.config.warmup_lr,
+                    min_lr=self.config.min_lr,
+                    step_on_epochs=False,
+                    updates_per_epoch=1,
+                )[0]
+                for a, b in itertools.pairwise((0, *ends))
+            ],
+            ends,
         )
-        if start:  # the scheduler set its warmup rate on creation: the rate after update `start` it is
-            scheduler.step_update(num_updates=start)
+        # the rate for the update after `start` (each piece set its own first rate on creation)
+        scheduler.step_update(num_updates=start)
         stream = _Stream(train_batches, start, end, stream_state)
         began = time.perf_counter()
         train_loss, seen = self._train_epoch(stream, math.ceil(end / per_pass), scheduler, start)
         train_seconds = self._elapsed(began)
-        self._save(fidelity.save, end, total, seed, stream.state)
+        self._save(fidelity.save, end, ends, seed, stream.state)
         began = time.perf_counter()
         metrics = self._evaluate(val_batches, math.ceil(end / per_pass))
         eval_seconds = self._elapsed(began)
@@ -312,12 +333,15 @@ class _Trainer:
             "arch": self.arch.key,
         }
 
-    def _save(self, path: Path, step: int, total: int, seed: int, stream_state: torch.Tensor) -> None:
+    def _save(
+        self, path: Path, step: int, ends: tuple[int, ...], seed: int, stream_state: torch.Tensor
+    ) -> None:
         state = {
             "arch": self.arch.key,
             "seed": seed,
             "step": step,
-            "total_steps": total,
+            "total_steps": ends[-1],
+            "restart_steps": list(ends[:-1]),
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scaler": self.scaler.state_dict() if self.scaler is not None else None,
@@ -327,14 +351,19 @@ class _Trainer:
         }
         save_checkpoint(state, path)
 
-    def _load(self, path: Path, total: int, seed: int) -> tuple[int, torch.Tensor]:
+    def _load(self, path: Path, ends: tuple[int, ...], seed: int) -> tuple[int, torch.Tensor]:
         """Restore the state saved at ``path``; (steps done, stream state). A checkpoint of another network,
         seed or schedule is refused in one sentence."""
         if not path.exists():
             raise ValueError(f"checkpoint {path} is missing: the rung below must be trained first")
         state = load_checkpoint(path, _KEYS)
-        mine = {"arch": self.arch.key, "seed": seed, "total_steps": total}
-        theirs = {k: state[k] for k in mine}
+        mine = {
+            "arch": self.arch.key,
+            "seed": seed,
+            "total_steps": ends[-1],
+            "restart_steps": list(ends[:-1]),
+        }
+        theirs = {k: state.get(k, []) for k in mine}  # written before restarts existed: none
         if theirs != mine:
             raise ValueError(f"checkpoint {path} is of {theirs}, not of {mine}")
         with restoring(path):
@@ -405,6 +434,22 @@ class _Trainer:
         ):  # finite training loss but NaN logits: the weights are broken all the same
             raise TrainingDiverged(epoch, 0, loss, self.arch.key)
         return {"top1": 100.0 * correct / total, "loss": loss}
+
+
+class _Restarts:
+    """Schedules run one after the other: ``parts[k]`` over the updates up to ``ends[k]`` (from the end of
+    the piece before), the last one holding its final rate past its end."""
+
+    def __init__(self, parts: list[Any], ends: tuple[int, ...]) -> None:
+        self.parts, self.ends = parts, ends
+
+    def step_update(self, num_updates: int) -> None:
+        begin = 0
+        for part, end in zip(self.parts, self.ends, strict=True):
+            if num_updates < end or end == self.ends[-1]:
+                part.step_update(num_updates=num_updates - begin)
+                return
+            begin = end
 
 
 class _Stream:

@@ -483,6 +483,12 @@ def search(
         int | None,
         typer.Option(help="Images trained on at the bottom rung. \\[default: half the proxy's training]"),
     ] = None,
+    rung_schedule: Annotated[
+        str | None,
+        typer.Option(
+            help="top | rung: one learning-rate schedule to the top rung, or one per rung. \\[default: top]"
+        ),
+    ] = None,
     config: Annotated[
         Path | None, typer.Option(help="YAML/TOML file with the same keys; flags override it.")
     ] = None,
@@ -532,6 +538,7 @@ def search(
             eta=eta,
             rungs=rungs,
             min_fidelity=min_fidelity,
+            rung_schedule=rung_schedule,
         )
         try:
             outcome = run_search(settings, console)

@@ -112,6 +112,13 @@ def test_ladder_images_and_expected_cost() -> None:
         ladder.images(4)
 
 
+def test_the_rung_schedule_restarts_at_every_rung_below_the_top() -> None:
+    assert Ladder(eta=3, rungs=4, min_images=100).restarts == ()  # "top": one schedule spans the ladder
+    assert Ladder(eta=3, rungs=4, min_images=100, schedule="rung").restarts == (100, 300, 900)
+    with pytest.raises(ValueError, match="rung-schedule: unknown 'cyclic'; allowed: top, rung"):
+        Ladder(schedule="cyclic")
+
+
 @pytest.mark.parametrize("eta", [2, 3, 4])
 def test_as_results_arrive_each_rungs_top_share_is_promoted(eta: int) -> None:
     """Asynchronously, one result at a time: a worker never waits (it starts a new trial when nothing

@@ -6,6 +6,7 @@ rung, and settings that cannot climb a ladder are refused in one sentence."""
 from __future__ import annotations
 
 import json
+import math
 import signal
 import sqlite3
 import subprocess
@@ -15,11 +16,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 from processes import stop
 
 from nas.search.fidelity import Ladder, RungResult, next_promotion
 from nas.search.run import run_search
 from nas.search.settings import SearchSettings
+from search_spaces import get_space
 
 LADDER = {"fidelity": "ladder", "min_fidelity": 128, "eta": 2, "rungs": 3}
 IMAGES = {0: 128, 1: 256, 2: 512}
@@ -82,6 +85,19 @@ def test_a_laddered_search_promotes_by_the_rule_and_fronts_the_top_rung(tmp_path
         for p in (outcome.run_dir / "ladder").rglob("*.pt")
     }
     assert checkpoints == {f"{int(r.lineage)}/rung{int(r.rung)}.pt" for r in done.itertuples()}
+
+
+def test_the_rung_schedule_reaches_every_rungs_training(tmp_path: Path) -> None:
+    """With ``rung_schedule="rung"`` each rung's checkpoint records the schedule restarted at every rung
+    below the top (in updates), and a promotion continues under it."""
+    outcome = run_search(_settings(tmp_path, budget="3trials", rung_schedule="rung"))
+    done = _check_ladder(outcome.trials)
+    assert (done["rung"] == 1).any()
+    batch = get_space("coatnet").profile("cpu").batch_size
+    for path in (outcome.run_dir / "ladder").rglob("*.pt"):
+        state = torch.load(path, weights_only=True)
+        assert state["restart_steps"] == [math.ceil(IMAGES[r] / batch) for r in (0, 1)]
+        assert state["total_steps"] == math.ceil(IMAGES[2] / batch)
 
 
 @pytest.mark.slow  # 55 s in the full run: the default run keeps the rule's replay over a real search
@@ -176,6 +192,7 @@ def test_a_kill_mid_ladder_loses_no_finished_rung(tmp_path: Path) -> None:
         ({"eta": 1}, "eta: must be a whole number between 2 and"),
         ({"rungs": 1}, "rungs: must be a whole number between 2 and"),
         ({"min_fidelity": 0}, "min-fidelity: must be a whole number between 1 and"),
+        ({"rung_schedule": "cyclic"}, "rung-schedule: unknown 'cyclic'; allowed: top, rung"),
     ],
 )
 def test_settings_that_cannot_climb_are_refused(tmp_path: Path, changes: dict, message: str) -> None:
@@ -197,3 +214,5 @@ def test_a_study_resumes_only_on_its_own_ladder(tmp_path: Path) -> None:
     run_search(_settings(tmp_path, budget="2trials"))
     with pytest.raises(ValueError, match="cannot be resumed with"):
         run_search(_settings(tmp_path, budget="3trials", resume=True, eta=3))
+    with pytest.raises(ValueError, match=r"cannot be resumed with .*'rung_schedule': 'rung'"):
+        run_search(_settings(tmp_path, budget="3trials", resume=True, rung_schedule="rung"))

@@ -40,20 +40,34 @@ def _same_tensors(a, b) -> bool:
     return a == b
 
 
-@pytest.mark.parametrize("augment", [False, True], ids=["plain", "augmented"])
+@pytest.mark.parametrize(
+    ("augment", "restarts"),
+    [(False, ()), (True, ()), (False, RUNGS[:-1])],
+    ids=["plain", "augmented", "restarted-at-every-rung"],
+)
 def test_continuing_rung_by_rung_equals_one_run_to_the_top(
-    fashion: DataSplit, tmp_path: Path, augment: bool
+    fashion: DataSplit, tmp_path: Path, augment: bool, restarts: tuple[int, ...]
 ) -> None:
     config = TrainConfig(augment=augment, drop_path_rate=0.1)  # drop-path draws from torch's generator too
     top = RUNGS[-1]
     direct = train_proxy(
-        TINY, PROFILE, fashion, seed=3, config=config, fidelity=Fidelity(top, top, tmp_path / "direct.pt")
+        TINY,
+        PROFILE,
+        fashion,
+        seed=3,
+        config=config,
+        fidelity=Fidelity(top, top, tmp_path / "direct.pt", restarts=restarts),
     )
     resume = None
     for rung, images in enumerate(RUNGS):
         save = tmp_path / f"rung{rung}.pt"
         laddered = train_proxy(
-            TINY, PROFILE, fashion, seed=3, config=config, fidelity=Fidelity(images, top, save, resume)
+            TINY,
+            PROFILE,
+            fashion,
+            seed=3,
+            config=config,
+            fidelity=Fidelity(images, top, save, resume, restarts),
         )
         assert laddered["images"] == images and laddered["resumed_images"] == (RUNGS[rung - 1] if rung else 0)
         resume = save
@@ -74,6 +88,39 @@ def test_a_lower_rung_is_a_truncated_top_run_not_a_shorter_schedule(
     assert not _same_tensors(_state(tmp_path / "a.pt")["model"], _state(tmp_path / "b.pt")["model"])
 
 
+def test_restarted_at_every_rung_the_first_rung_is_a_run_of_its_own_length(
+    fashion: DataSplit, tmp_path: Path
+) -> None:
+    """Under restarts rung 0 gets the whole schedule (warmup, then cosine down to the minimum rate) over
+    its own images: the same training, bit for bit, as a run that stops there; rung 1 restarts the rate,
+    so it is not the top-spanning schedule's rung 1 either."""
+    restarted = Fidelity(192, 1024, tmp_path / "r0.pt", restarts=RUNGS[:-1])
+    train_proxy(TINY, PROFILE, fashion, seed=0, fidelity=restarted)
+    train_proxy(TINY, PROFILE, fashion, seed=0, fidelity=Fidelity(192, 192, tmp_path / "alone.pt"))
+    assert _same_tensors(_state(tmp_path / "r0.pt")["model"], _state(tmp_path / "alone.pt")["model"])
+    lrs = []
+    for name, restarts in (("restarted", RUNGS[:-1]), ("spanning", ())):
+        train_proxy(
+            TINY,
+            PROFILE,
+            fashion,
+            seed=0,
+            fidelity=Fidelity(192, 1024, tmp_path / f"{name}0.pt", restarts=restarts),
+        )
+        fidelity = Fidelity(576, 1024, tmp_path / f"{name}1.pt", tmp_path / f"{name}0.pt", restarts)
+        train_proxy(TINY, PROFILE, fashion, seed=0, fidelity=fidelity)
+        lrs.append(_state(tmp_path / f"{name}1.pt")["optimizer"]["param_groups"][0]["lr"])
+    # after rung 1's last update the restarted schedule is at its peak again (rung 2 begins), the spanning
+    # one partway down its single cosine
+    assert lrs[0] == pytest.approx(TrainConfig().lr) and lrs[1] < 0.9 * TrainConfig().lr
+
+
+def test_restarts_must_increase_below_the_top() -> None:
+    for restarts in ((576, 192), (192, 192), (1024,), (0, 192)):
+        with pytest.raises(ValueError, match=r"are not increasing within 1\.\.1023"):
+            Fidelity(192, 1024, Path("x.pt"), restarts=restarts)
+
+
 def test_a_checkpoint_of_something_else_is_refused(fashion: DataSplit, tmp_path: Path) -> None:
     train_proxy(TINY, PROFILE, fashion, seed=0, fidelity=Fidelity(192, 1024, tmp_path / "r0.pt"))
 
@@ -85,6 +132,14 @@ def test_a_checkpoint_of_something_else_is_refused(fashion: DataSplit, tmp_path:
         resume("r0.pt", seed=1)
     with pytest.raises(ValueError, match=r"total_steps"):
         resume("r0.pt", top=2048)
+    with pytest.raises(ValueError, match=r"'restart_steps': \[\].*not of .*'restart_steps': \[3\]"):
+        train_proxy(
+            TINY,
+            PROFILE,
+            fashion,
+            seed=0,
+            fidelity=Fidelity(576, 1024, tmp_path / "r1.pt", tmp_path / "r0.pt", restarts=(192,)),
+        )
     with pytest.raises(ValueError, match="is missing: the rung below must be trained first"):
         resume("no.pt")
     (tmp_path / "bad.pt").write_text("not a checkpoint")

@@ -6,8 +6,11 @@ starts a new one at the bottom. The rule here is ASHA's, with "promising" define
 
 - **Rungs.** Rung ``r`` (0-based) trains a network on ``min_images * eta**r`` images in all (the images of
   every rung below included: a promoted trial continues from its own checkpoint). The top rung is
-  ``rungs - 1``. The learning-rate schedule spans the top rung, so that continuing a trial is the same
-  training as running it to the top in one go.
+  ``rungs - 1``. The learning-rate schedule (``schedule``) either spans the top rung (``"top"``: a lower
+  rung is measured mid-schedule, at a high rate) or restarts at every rung (``"rung"``: warm restarts,
+  each rung's images get the whole schedule, warmup in rung 0 only, so every rung is measured annealed).
+  Either way the schedule is fixed before training starts, so continuing a trial is the same training as
+  running it to the top in one go.
 - **Order at a rung.** The trials that completed rung ``r`` are ordered by non-dominated sorting of their
   objectives at that rung (top-1 reached there, and the costs: MACs, params, latency, which do not change
   with the rung), front by front; within a front by crowding distance, largest first (the extremes of a
@@ -28,11 +31,12 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from nas.bounds import MAX_ETA, MAX_IMAGES, MAX_RUNGS, whole
+from nas.bounds import MAX_ETA, MAX_IMAGES, MAX_RUNGS, shown, whole
 from results.pareto import nondominated_sort
 
 __all__ = [
     "FIDELITIES",
+    "RUNG_SCHEDULES",
     "Ladder",
     "Promotion",
     "RungResult",
@@ -42,20 +46,26 @@ __all__ = [
 ]
 
 FIDELITIES = ("single", "ladder")
+RUNG_SCHEDULES = ("top", "rung")  # one schedule spanning the top rung; one restarted at every rung
 
 
 @dataclass(frozen=True)
 class Ladder:
-    """``rungs`` rungs of training, rung ``r`` seeing ``min_images * eta**r`` images in all."""
+    """``rungs`` rungs of training, rung ``r`` seeing ``min_images * eta**r`` images in all, on a
+    learning-rate ``schedule`` of :data:`RUNG_SCHEDULES` (the module docstring says what each does)."""
 
     eta: int = 3
     rungs: int = 3
     min_images: int = 1000
+    schedule: str = "top"
 
     def __post_init__(self) -> None:
         whole("eta", self.eta, 2, MAX_ETA)
         whole("rungs", self.rungs, 2, MAX_RUNGS)
         whole("min-fidelity", self.min_images, 1, MAX_IMAGES)
+        if self.schedule not in RUNG_SCHEDULES:
+            allowed = ", ".join(RUNG_SCHEDULES)
+            raise ValueError(f"rung-schedule: unknown {shown(self.schedule)}; allowed: {allowed}")
 
     @property
     def top(self) -> int:
@@ -68,13 +78,24 @@ class Ladder:
         return self.min_images * self.eta**rung
 
     @property
+    def restarts(self) -> tuple[int, ...]:
+        """Images at which the learning-rate schedule restarts: every rung's end below the top under the
+        ``"rung"`` schedule, none under ``"top"``."""
+        return tuple(self.images(r) for r in range(self.top)) if self.schedule == "rung" else ()
+
+    @property
     def cost_per_trial(self) -> float:
         """Expected training per new trial, in rung-0 units: rung ``r`` adds ``eta**r - eta**(r-1)`` units
         for the ``1 / eta**r`` of trials that reach it (so ``1 + (rungs - 1) * (1 - 1 / eta)``)."""
         return 1 + sum((self.eta**r - self.eta ** (r - 1)) / self.eta**r for r in range(1, self.rungs))
 
     def to_dict(self) -> dict[str, int]:
-        return {"eta": self.eta, "rungs": self.rungs, "min_images": self.min_images}
+        return {
+            "eta": self.eta,
+            "rungs": self.rungs,
+            "min_images": self.min_images,
+            "schedule": self.schedule,
+        }
 
 
 @dataclass(frozen=True)

@@ -113,7 +113,10 @@ def open_study(
         )
     else:
         check_same_limits(settings, study.user_attrs.get("limits"))
-        if study.user_attrs.get("fidelity", {"fidelity": "single"}) != fidelity:
+        recorded = study.user_attrs.get("fidelity", {"fidelity": "single"})
+        if recorded.get("fidelity") == "ladder":  # recorded before the schedule was a choice: "top"
+            recorded = {**recorded, "rung_schedule": recorded.get("rung_schedule", "top")}
+        if recorded != fidelity:
             raise ValueError(
                 f"study {settings.study_name!r} was searched with {study.user_attrs.get('fidelity')}; it "
                 f"cannot be resumed with {fidelity}"
@@ -150,6 +153,7 @@ def _fidelity_of(settings: SearchSettings) -> dict[str, Any]:
         "eta": settings.eta,
         "rungs": settings.rungs,
         "min_fidelity": settings.min_fidelity,
+        "rung_schedule": settings.rung_schedule,
     }
 
 

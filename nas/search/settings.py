@@ -108,6 +108,7 @@ class SearchSettings:
     eta: int = 3  # the ladder's reduction factor: 1 in eta trials of a rung is promoted
     rungs: int = 3
     min_fidelity: int | None = None  # images trained on at rung 0; None: half the profile's proxy training
+    rung_schedule: str = "top"  # the ladder's learning rate: one schedule spanning the top, or one per rung
     evaluator_config: dict[str, Any] = field(default_factory=dict)  # overrides of the evaluator's config
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -253,7 +254,9 @@ class SearchSettings:
 
         if self.fidelity not in FIDELITIES:
             raise ValueError(f"fidelity: unknown {shown(self.fidelity)}; allowed: {', '.join(FIDELITIES)}")
-        Ladder(self.eta, self.rungs, 1 if self.min_fidelity is None else self.min_fidelity)
+        Ladder(
+            self.eta, self.rungs, 1 if self.min_fidelity is None else self.min_fidelity, self.rung_schedule
+        )
         if self.fidelity == "ladder" and not evaluator.ladder:
             trains = [e.name for e in EVALUATORS.values() if e.ladder]
             raise ValueError(
@@ -383,6 +386,7 @@ _FIELD_TYPES: dict[str, tuple[Any, ...]] = {
     "eta": (int,),
     "rungs": (int,),
     "min_fidelity": (int, _OPTIONAL),
+    "rung_schedule": (str,),
     "evaluator_config": (dict,),
 }
 

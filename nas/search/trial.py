@@ -237,7 +237,7 @@ class TrialRunner:
                 pool = self.profile.train_samples or len(self.data().train)
                 images = max(self.profile.batch_size, self.profile.epochs * pool // 2)
             s = self.settings
-            self._ladder = Ladder(s.eta, s.rungs, images)
+            self._ladder = Ladder(s.eta, s.rungs, images, s.rung_schedule)
         return self._ladder
 
     def checkpoint(self, lineage: int, rung: int) -> Path:
@@ -341,6 +341,7 @@ class TrialRunner:
                 ladder.images(ladder.top),
                 self.checkpoint(lineage, rung),
                 self.checkpoint(lineage, rung - 1) if rung else None,
+                ladder.restarts,
             )
         key, measured = self._measured
         metrics: dict[str, Any] = {
