@@ -12,13 +12,14 @@ baselines, one worker, torch pinned to ``--threads``) under the same device-time
   every rung, so each rung is measured annealed): rungs of 500, 1500 and 4500 images at the defaults, each
   promotion continuing its checkpoint.
 
-Scoring is the same for both: every architecture that is on a run's front at one of ``--checkpoints`` (10)
-evenly spaced moments of its device time, or at its end, is trained once more from scratch by the judge (the
-ladder's top rung: ``train_proxy`` on 4500 images with a schedule spanning them, seed 0, the data split of
-seed 0), and the run's hypervolume at that moment is the hypervolume of its front members' judged points
-(top-1 at the top rung, MACs at 224 px). A single-fidelity front is picked by the proxy's top-1, a ladder's by
-its top rung's: the judge then says how good the picks are. Hypervolume is taken in (top-1 %, log10 MACs)
-from the reference (10 %, 1e11 MACs) and divided by the box up to (100 %, 1e8 MACs).
+Scoring is the same for both: every architecture that is on a run's front at the end of any of its trials
+(``--checkpoints 0``, the default; N: at N evenly spaced moments of its device time) is trained once more from
+scratch by the judge (the ladder's top rung: ``train_proxy`` on 4500 images at the defaults, with one schedule
+spanning them, seed 0, the data split of seed 0), and the run's hypervolume at that moment is the hypervolume
+of its front members' judged points (top-1 at the top rung, MACs at 224 px). A single-fidelity front is picked
+by the proxy's top-1, a ladder's by its top rung's: the judge then says how good the picks are. Hypervolume is
+taken in (top-1 %, log10 MACs) from the reference (10 %, 1e11 MACs) and divided by the box up to (100 %, 1e8
+MACs).
 
 Reported: per method and seed the judged hypervolume over device time and at the end; the device time the
 ladder needs to reach the single-fidelity run's final hypervolume of the same seed, as a fraction of the
@@ -137,7 +138,10 @@ def _fronts(table: pd.DataFrame, method: str, args: argparse.Namespace) -> list[
     table = table.sort_values("number")
     spent = table["charge"].fillna(0.0).cumsum()
     total = float(spent.iloc[-1]) if len(spent) else 0.0
-    moments = [total * (i + 1) / args.checkpoints for i in range(args.checkpoints)]
+    if args.checkpoints:
+        moments = [total * (i + 1) / args.checkpoints for i in range(args.checkpoints)]
+    else:  # at every trial's end: the front as it changed
+        moments = sorted({float(t) for t in spent})
     out = []
     for moment in moments:
         known = table[spent <= moment + 1e-9]
@@ -220,7 +224,7 @@ def main() -> None:
     parser.add_argument(
         "--single", choices=("proxy", "top"), default="proxy", help="single fidelity's training"
     )
-    parser.add_argument("--checkpoints", type=int, default=10)
+    parser.add_argument("--checkpoints", type=int, default=0, help="0: at every trial's end")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--work", type=Path, default=ROOT / "runs" / "bench_fidelity")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
