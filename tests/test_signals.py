@@ -83,7 +83,9 @@ def test_a_signal_stops_every_worker_and_the_outputs_are_written(
     assert not any(_alive(h) for h in helpers), "the second worker outlived the search"
     assert "Traceback" not in errors.read_text(), errors.read_text()[-3000:]
     table = pd.read_csv(tmp_path / "t" / "trials.csv", keep_default_na=False)
-    assert set(table["state"]) <= {"COMPLETE", "FAIL"} and len(table) < BUDGET  # nothing left RUNNING
+    # nothing left RUNNING (a REPEAT is a sample of an architecture already done, answered from the study:
+    # with MAC counts taken in a tenth of a second, a search reaches its first repeats before the signal)
+    assert set(table["state"]) <= {"COMPLETE", "FAIL", "REPEAT"} and len(table) < BUDGET
     failed = table[table["state"] == "FAIL"]
     assert failed["fail_reason"].str.startswith("interrupted:").all() and len(failed) <= 2  # one per worker
     assert (tmp_path / "t" / "manifest.json").exists() and (tmp_path / "t" / "report.html").exists()
