@@ -306,7 +306,8 @@ class _Trainer:
             ],
             ends,
         )
-        # the rate for the update after `start` (each piece set its own first rate on creation)
+        # the rate for the update after `start` (a piece made without warmup resets the rate to the peak when
+        # created, so the rate the pieces left is not the one the schedule wants)
         scheduler.step_update(num_updates=start)
         stream = _Stream(train_batches, start, end, stream_state)
         began = time.perf_counter()
