@@ -32,8 +32,8 @@ defaults on 2 CPU cores; runs, judged scores and results are cached under ``--wo
 (``runs/bench_fidelity``), so a killed run resumes where it stopped)::
 
     .venv/bin/python benchmarks/bench_fidelity.py [--budget 5min] [--seeds 0 1 2] [--threads 2]
-    .venv/bin/python benchmarks/bench_fidelity.py --budget 2min --min-fidelity 661 --rung-schedule rung \
-        --single top --work runs/bench_fidelity_top   # rungs 661, 1983, 5949 (1/3, 1, 3 passes)
+    .venv/bin/python benchmarks/bench_fidelity.py --budget 5min --min-fidelity 661 --rung-schedule rung \
+        --single top --work runs/bench_fidelity_top5   # rungs 661, 1983, 5949 (1/3, 1, 3 passes)
 
 It prints a table and writes ``bench_fidelity.json`` and ``bench_fidelity.png`` (judged hypervolume against
 device time, both methods, every seed) under ``--out`` (``benchmarks/results``).
@@ -64,6 +64,7 @@ from evaluators.proxy import Fidelity, train_proxy  # noqa: E402
 from evaluators.ranking import spearman  # noqa: E402
 from nas.arch import Arch  # noqa: E402
 from nas.atomic import replaced  # noqa: E402
+from nas.search.fidelity import Ladder  # noqa: E402
 from nas.search.run import run_search  # noqa: E402
 from nas.search.settings import SearchSettings  # noqa: E402
 from results.pareto import hypervolume, pareto_front  # noqa: E402
@@ -106,6 +107,12 @@ def _search(method: str, seed: int, args: argparse.Namespace) -> pd.DataFrame:
     return outcome.trials
 
 
+def _top_images(args: argparse.Namespace) -> int:
+    """Images the ladder's top rung trains on (what the judge and ``--single top`` train)."""
+    ladder = Ladder(args.eta, args.rungs, args.min_fidelity, args.rung_schedule)
+    return ladder.images(ladder.top)
+
+
 def _single_profile(args: argparse.Namespace) -> str:
     """The proxy profile single fidelity trains with: the space's ``cpu`` profile (``--single proxy``), or
     (``top``) that profile with as many passes over its pool as the ladder's top rung trains, registered on
@@ -115,7 +122,7 @@ def _single_profile(args: argparse.Namespace) -> str:
     space = get_space(SPACE)
     cpu = space.profile("cpu")
     per_pass = (cpu.train_samples or 0) // cpu.batch_size
-    top = math.ceil(args.min_fidelity * args.eta ** (args.rungs - 1) / cpu.batch_size)
+    top = math.ceil(_top_images(args) / cpu.batch_size)
     if per_pass == 0 or top % per_pass:
         raise SystemExit(
             f"--single top: the top rung's {top} updates are not whole passes of {per_pass} updates over the "
@@ -158,7 +165,7 @@ class Judge:
     def __init__(self, args: argparse.Namespace) -> None:
         self.path = args.work / "judged.json"
         self.scores: dict[str, float] = json.loads(self.path.read_text()) if self.path.exists() else {}
-        self.images = args.min_fidelity * args.eta ** (args.rungs - 1)
+        self.images = _top_images(args)
         self.profile = get_space(SPACE).profile("cpu")
         self.data = None
         self.seconds = 0.0
