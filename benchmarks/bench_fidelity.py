@@ -25,7 +25,10 @@ Reported: per method and seed the judged hypervolume over device time and at the
 ladder needs to reach the single-fidelity run's final hypervolume of the same seed, as a fraction of the
 budget and of the time single fidelity itself took to get there (target: the ladder needs <= 1/2 of single
 fidelity's time; moonshot 1/3); the rank agreement between the ladder's rungs (Spearman of top-1 over the
-architectures that completed both), the first suspect when it misses.
+architectures that completed both), the first suspect when it misses; and per method (per rung of the ladder)
+the median device seconds a trial is charged, trains and validates, and its training throughput, the second
+suspect: a short rung pays validation and a slow start as a long one does. A time never reached is ``null``
+in the JSON (``inf`` in the printout).
 
 Run from the repository root on a quiet machine (about 30 minutes of searches plus 15 of judging at the
 defaults on 2 CPU cores; runs, judged scores and results are cached under ``--work``
@@ -34,6 +37,8 @@ defaults on 2 CPU cores; runs, judged scores and results are cached under ``--wo
     .venv/bin/python benchmarks/bench_fidelity.py [--budget 5min] [--seeds 0 1 2] [--threads 2]
     .venv/bin/python benchmarks/bench_fidelity.py --budget 5min --min-fidelity 661 --rung-schedule rung \
         --single top --work runs/bench_fidelity_top5   # rungs 661, 1983, 5949 (1/3, 1, 3 passes)
+    .venv/bin/python benchmarks/bench_fidelity.py --budget 5min --min-fidelity 661 --rung-schedule rung \
+        --single proxy --work runs/bench_fidelity_proxy5   # the same ladder against the 1984-image proxy
 
 It prints a table and writes ``bench_fidelity.json`` and ``bench_fidelity.png`` (judged hypervolume against
 device time, both methods, every seed) under ``--out`` (``benchmarks/results``).
@@ -160,19 +165,23 @@ def _fronts(table: pd.DataFrame, method: str, args: argparse.Namespace) -> list[
 
 
 class Judge:
-    """Trains an architecture at the ladder's top rung, once; scores cached in ``<work>/judged.json``."""
+    """Trains an architecture at the ladder's top rung, once; scores cached in ``<work>/judged.json``, keyed
+    by the judge's updates and the architecture's key (``"93 updates|<key>"``), so a work folder reused with
+    another top rung judges again what it has not judged at this one."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.path = args.work / "judged.json"
         self.scores: dict[str, float] = json.loads(self.path.read_text()) if self.path.exists() else {}
         self.images = _top_images(args)
         self.profile = get_space(SPACE).profile("cpu")
+        self.prefix = f"{math.ceil(self.images / self.profile.batch_size)} updates|"
         self.data = None
         self.seconds = 0.0
 
     def top1(self, arch_json: str) -> float:
         arch = Arch.from_json(arch_json)
-        if arch.key not in self.scores:
+        key = self.prefix + arch.key
+        if key not in self.scores:
             if self.data is None:
                 self.data = load_dataset("fashion-mnist", img_size=self.profile.img_size, seed=0)
             start = time.perf_counter()
@@ -180,11 +189,11 @@ class Judge:
                 fidelity = Fidelity(self.images, self.images, Path(tmp) / "judge.pt")
                 result = train_proxy(arch, self.profile, self.data, seed=0, fidelity=fidelity)
             self.seconds += time.perf_counter() - start
-            self.scores[arch.key] = float(result["top1"])
+            self.scores[key] = float(result["top1"])
             with replaced(self.path) as tmp_path:
                 tmp_path.write_text(json.dumps(self.scores, indent=1, sort_keys=True))
             print(f"    judged {arch.key}: top-1 {result['top1']:.2f}", flush=True)
-        return self.scores[arch.key]
+        return self.scores[key]
 
 
 def _normalized_hv(points: list[tuple[float, float]]) -> float:
@@ -206,6 +215,35 @@ def _curve(fronts: list[tuple[float, list[str]]], judge: Judge) -> list[tuple[fl
 def _time_to_reach(curve: list[tuple[float, float]], level: float) -> float:
     """The first checkpoint's device seconds at which the curve reaches ``level`` (inf: never)."""
     return next((t for t, hv in curve if hv >= level - 1e-12), math.inf)
+
+
+def _costs(table: pd.DataFrame, method: str) -> list[dict[str, Any]]:
+    """Median device seconds per trial (charged, training, validation) and training throughput, per rung of
+    a ladder (one row for single fidelity): what a rung costs beside the images it trains on."""
+    done = table[(table["state"] == "COMPLETE") & (table["charge"] > 0)]  # repeats are answered free
+    groups = done.groupby("rung") if method == "ladder" else [(None, done)]
+    return [
+        {
+            "rung": None if rung is None else int(rung),
+            "trials": len(rows),
+            "charge": float(rows["charge"].median()),
+            "train_seconds": float(rows["train_seconds"].median()),
+            "eval_seconds": float(rows["eval_seconds"].median()),
+            "images_per_second": float(rows["images_per_second"].median()),
+        }
+        for rung, rows in groups
+    ]
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` with every non-finite float as None (null: "never reached"), so the file is strict JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 def _rank_agreement(table: pd.DataFrame, rungs: int) -> list[dict[str, Any]]:
@@ -260,6 +298,7 @@ def main() -> None:
                 "curve": curve,
                 "final_hv": curve[-1][1] if curve else 0.0,
                 "rank_agreement": _rank_agreement(table, args.rungs) if method == "ladder" else [],
+                "costs": _costs(table, method),
             }
         )
     by = {(r["method"], r["seed"]): r for r in runs}
@@ -310,6 +349,13 @@ def main() -> None:
             )
         else:
             print(f"  single seed {r['seed']}: {r['trials']} trials")
+        for c in r["costs"]:
+            where = "per trial" if c["rung"] is None else f"rung {c['rung']}"
+            print(
+                f"    {where}: median {c['charge']:.2f} s charged ({c['train_seconds']:.2f} training, "
+                f"{c['eval_seconds']:.2f} validating), {c['images_per_second']:.0f} images/s "
+                f"({c['trials']} trials)"
+            )
     print(
         f"final HV single {summary['single_final_hv_mean']:.4f} +- {summary['single_final_hv_std']:.4f}, "
         f"ladder {summary['ladder_final_hv_mean']:.4f} +- {summary['ladder_final_hv_std']:.4f}; the ladder's "
@@ -326,7 +372,7 @@ def main() -> None:
         "summary": summary,
     }
     with replaced(args.out / "bench_fidelity.json") as tmp:
-        tmp.write_text(json.dumps(document, indent=1, default=float))
+        tmp.write_text(json.dumps(_json_safe(document), indent=1, default=float, allow_nan=False))
     _plot(runs, args.out / "bench_fidelity.png")
     print(f"wrote {args.out / 'bench_fidelity.json'} and bench_fidelity.png")
 
