@@ -236,7 +236,8 @@ def _costs(table: pd.DataFrame, method: str) -> list[dict[str, Any]]:
 
 
 def _json_safe(value: Any) -> Any:
-    """``value`` with every non-finite float as None (null: "never reached"), so the file is strict JSON."""
+    """``value`` with every non-finite float as None (a time never reached, a rank agreement over < 3), so the
+    file is strict JSON."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
