@@ -118,6 +118,11 @@ def _top_images(args: argparse.Namespace) -> int:
     return ladder.images(ladder.top)
 
 
+def _top_updates(args: argparse.Namespace) -> int:
+    """Updates of the cpu profile's batch the top rung's images take (the last one may be partly filled)."""
+    return math.ceil(_top_images(args) / get_space(SPACE).profile("cpu").batch_size)
+
+
 def _single_profile(args: argparse.Namespace) -> str:
     """The proxy profile single fidelity trains with: the space's ``cpu`` profile (``--single proxy``), or
     (``top``) that profile with as many passes over its pool as the ladder's top rung trains, registered on
@@ -127,7 +132,7 @@ def _single_profile(args: argparse.Namespace) -> str:
     space = get_space(SPACE)
     cpu = space.profile("cpu")
     per_pass = (cpu.train_samples or 0) // cpu.batch_size
-    top = math.ceil(_top_images(args) / cpu.batch_size)
+    top = _top_updates(args)
     if per_pass == 0 or top % per_pass:
         raise SystemExit(
             f"--single top: the top rung's {top} updates are not whole passes of {per_pass} updates over the "
@@ -174,7 +179,7 @@ class Judge:
         self.scores: dict[str, float] = json.loads(self.path.read_text()) if self.path.exists() else {}
         self.images = _top_images(args)
         self.profile = get_space(SPACE).profile("cpu")
-        self.prefix = f"{math.ceil(self.images / self.profile.batch_size)} updates|"
+        self.prefix = f"{_top_updates(args)} updates|"
         self.data = None
         self.seconds = 0.0
 
