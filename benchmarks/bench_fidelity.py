@@ -10,7 +10,8 @@ baselines, one worker, torch pinned to ``--threads``) under the same device-time
 - ``ladder``: ``--fidelity ladder`` with ``--eta`` (3), ``--rungs`` (3), ``--min-fidelity`` (500 images)
   and ``--rung-schedule`` (``top``: one learning-rate schedule spanning the ladder, or ``rung``: restarted at
   every rung, so each rung is measured annealed): rungs of 500, 1500 and 4500 images at the defaults, each
-  promotion continuing its checkpoint.
+  promotion continuing its checkpoint; ``--rung-val-images N`` validates the rungs below the top on N of the
+  profile's 2000 validation images.
 
 Scoring is the same for both: every architecture that is on a run's front at the end of any of its trials
 (``--checkpoints 0``, the default; N: at N evenly spaced moments of its device time) is trained once more from
@@ -94,6 +95,7 @@ def _search(method: str, seed: int, args: argparse.Namespace) -> pd.DataFrame:
         "rungs": args.rungs,
         "min_fidelity": args.min_fidelity,
         "rung_schedule": args.rung_schedule,
+        "rung_val_images": args.rung_val_images,
     }
     single = {"profile": _single_profile(args)}
     settings = SearchSettings(
@@ -273,6 +275,9 @@ def main() -> None:
     parser.add_argument("--min-fidelity", type=int, default=500)
     parser.add_argument("--rung-schedule", choices=("top", "rung"), default="top")
     parser.add_argument(
+        "--rung-val-images", type=int, default=None, help="validation images below the top rung (all)"
+    )
+    parser.add_argument(
         "--single", choices=("proxy", "top"), default="proxy", help="single fidelity's training"
     )
     parser.add_argument("--checkpoints", type=int, default=0, help="0: at every trial's end")
@@ -285,7 +290,8 @@ def main() -> None:
     print(
         f"bench_fidelity: {SPACE}, budget {args.budget} per search, seeds {args.seeds}, torch threads "
         f"{args.threads}; ladder eta {args.eta}, {args.rungs} rungs from {args.min_fidelity} images, "
-        f"{args.rung_schedule} schedule; single fidelity at the {args.single}",
+        f"{args.rung_schedule} schedule, validation on {args.rung_val_images or 'all'} images below the top; "
+        f"single fidelity at the {args.single}",
         flush=True,
     )
 

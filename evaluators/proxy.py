@@ -107,13 +107,15 @@ class Fidelity:
     saved to ``save``. ``restarts`` (images, increasing, below ``top_images``) cut the schedule in pieces:
     each piece is the whole schedule (warmup in the first piece only, then cosine down to the minimum rate)
     over its own images, so training stopped at a restart has just finished annealing (warm restarts,
-    SGDR); empty, one schedule spans the top."""
+    SGDR); empty, one schedule spans the top. ``val_images``: validate on the first that many of the
+    profile's validation images (None: all of them)."""
 
     images: int
     top_images: int
     save: Path
     resume: Path | None = None
     restarts: tuple[int, ...] = ()
+    val_images: int | None = None
 
     def __post_init__(self) -> None:
         if not 0 < self.images <= self.top_images:
@@ -123,6 +125,8 @@ class Fidelity:
             raise ValueError(
                 f"fidelity: restarts {list(self.restarts)} are not increasing within 1..{self.top_images - 1}"
             )
+        if self.val_images is not None and self.val_images < 1:
+            raise ValueError(f"fidelity: validation on {self.val_images} images")
 
 
 def forked_rng(device: torch.device) -> contextlib.AbstractContextManager[Any]:
@@ -172,12 +176,12 @@ def train_proxy(
     With ``weights_dir`` the trained network is kept there as a model file (:func:`nas.create.save_model`)
     named by :func:`nas.create.weights_name` of ``arch``, and ``weights`` in the result names it.
 
-    Returns ``top1`` (percent, 0..100), ``loss`` (validation cross-entropy, no smoothing), ``train_loss``
-    (mean of the last epoch), ``train_seconds`` and ``eval_seconds`` (wall time of the training steps and of
-    the validation passes), ``images_per_second`` (training images over ``train_seconds``), ``epochs``,
-    ``params`` (of the proxy network), ``device``, ``amp`` (the autocast dtype or ``"fp32"``) and the proxy
-    ``arch`` key. Raises :class:`TrainingDiverged` on a NaN / infinite loss; whatever ``report`` raises
-    propagates.
+    Returns ``top1`` (percent, 0..100) and ``loss`` (validation cross-entropy, no smoothing) measured on
+    ``val_images`` images, ``train_loss`` (mean of the last epoch), ``train_seconds`` and ``eval_seconds``
+    (wall time of the training steps and of the validation passes), ``images_per_second`` (training images
+    over ``train_seconds``), ``epochs``, ``params`` (of the proxy network), ``device``, ``amp`` (the
+    autocast dtype or ``"fp32"``) and the proxy ``arch`` key. Raises :class:`TrainingDiverged` on a NaN /
+    infinite loss; whatever ``report`` raises propagates.
     """
     config = config or TrainConfig()
     if data.img_size != profile.img_size:
@@ -192,7 +196,7 @@ def train_proxy(
             profile.batch_size,
             seed=seed,
             train_samples=profile.train_samples,
-            val_samples=profile.val_samples,
+            val_samples=_val_samples(profile, data, fidelity),
             augment=config.augment,
             device=dev,
             num_workers=num_workers,
@@ -209,6 +213,13 @@ def train_proxy(
         save_model(model, Path(weights_dir) / name, searched_arch=arch.key, top1=out["top1"], seed=seed)
         out["weights"] = name
     return out
+
+
+def _val_samples(profile: ProxyProfile, data: DataSplit, fidelity: Fidelity | None) -> int | None:
+    """The validation images a run measures on: the profile's (None: the whole split), or a span's fewer."""
+    if fidelity is None or fidelity.val_images is None:
+        return profile.val_samples
+    return min(fidelity.val_images, profile.val_samples or len(data.val))
 
 
 class _Trainer:
@@ -434,7 +445,7 @@ class _Trainer:
             loss
         ):  # finite training loss but NaN logits: the weights are broken all the same
             raise TrainingDiverged(epoch, 0, loss, self.arch.key)
-        return {"top1": 100.0 * correct / total, "loss": loss}
+        return {"top1": 100.0 * correct / total, "loss": loss, "val_images": total}
 
 
 class _Restarts:

@@ -489,6 +489,10 @@ def search(
             help="top | rung: one learning-rate schedule to the top rung, or one per rung. \\[default: top]"
         ),
     ] = None,
+    rung_val_images: Annotated[
+        int | None,
+        typer.Option(help="Validation images of the rungs below the top. \\[default: the proxy's]"),
+    ] = None,
     config: Annotated[
         Path | None, typer.Option(help="YAML/TOML file with the same keys; flags override it.")
     ] = None,
@@ -539,6 +543,7 @@ def search(
             rungs=rungs,
             min_fidelity=min_fidelity,
             rung_schedule=rung_schedule,
+            rung_val_images=rung_val_images,
         )
         try:
             outcome = run_search(settings, console)

@@ -119,6 +119,16 @@ def test_the_rung_schedule_restarts_at_every_rung_below_the_top() -> None:
         Ladder(schedule="cyclic")
 
 
+def test_the_rungs_below_the_top_validate_on_val_images() -> None:
+    assert [Ladder(eta=3, rungs=3, min_images=100).validation(r) for r in range(3)] == [None] * 3
+    ladder = Ladder(eta=3, rungs=3, min_images=100, val_images=500)
+    assert [ladder.validation(r) for r in range(3)] == [500, 500, None]  # the top: every image
+    with pytest.raises(ValueError, match="rung 3"):
+        ladder.validation(3)
+    with pytest.raises(ValueError, match="rung-val-images: must be a whole number between 1 and"):
+        Ladder(val_images=0)
+
+
 @pytest.mark.parametrize("eta", [2, 3, 4])
 def test_as_results_arrive_each_rungs_top_share_is_promoted(eta: int) -> None:
     """Asynchronously, one result at a time: a worker never waits (it starts a new trial when nothing

@@ -193,6 +193,7 @@ def test_a_kill_mid_ladder_loses_no_finished_rung(tmp_path: Path) -> None:
         ({"rungs": 1}, "rungs: must be a whole number between 2 and"),
         ({"min_fidelity": 0}, "min-fidelity: must be a whole number between 1 and"),
         ({"rung_schedule": "cyclic"}, "rung-schedule: unknown 'cyclic'; allowed: top, rung"),
+        ({"rung_val_images": 0}, "rung-val-images: must be a whole number between 1 and"),
     ],
 )
 def test_settings_that_cannot_climb_are_refused(tmp_path: Path, changes: dict, message: str) -> None:
@@ -216,3 +217,5 @@ def test_a_study_resumes_only_on_its_own_ladder(tmp_path: Path) -> None:
         run_search(_settings(tmp_path, budget="3trials", resume=True, eta=3))
     with pytest.raises(ValueError, match=r"cannot be resumed with .*'rung_schedule': 'rung'"):
         run_search(_settings(tmp_path, budget="3trials", resume=True, rung_schedule="rung"))
+    with pytest.raises(ValueError, match=r"cannot be resumed with .*'rung_val_images': 500"):
+        run_search(_settings(tmp_path, budget="3trials", resume=True, rung_val_images=500))

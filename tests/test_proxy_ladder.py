@@ -1,6 +1,7 @@
 """Laddered proxy training: a run continued from its checkpoints, rung by rung, is the same training as one
 run to the top (weights, optimizer state, metrics: bit for bit on the CPU), across data passes, with and
-without augmentation; a checkpoint of something else is refused in one sentence."""
+without augmentation; a span validated on fewer images trains the same and measures the first of them; a
+checkpoint of something else is refused in one sentence."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from evaluators.data import DataSplit, load_dataset
-from evaluators.proxy import Fidelity, TrainConfig, train_proxy
+from evaluators.data import DataSplit, load_dataset, loaders
+from evaluators.proxy import Fidelity, TrainConfig, build_scaled_network, train_proxy
 from nas.arch import Arch, Stage, Stem
 from search_spaces.base import ProxyProfile
 
@@ -113,6 +114,36 @@ def test_restarted_at_every_rung_the_first_rung_is_a_run_of_its_own_length(
     # after rung 1's last update the restarted schedule is at its peak again (rung 2 begins), the spanning
     # one partway down its single cosine
     assert lrs[0] == pytest.approx(TrainConfig().lr) and lrs[1] < 0.9 * TrainConfig().lr
+
+
+def test_a_span_validated_on_fewer_images_trains_the_same_and_measures_the_first(
+    fashion: DataSplit, tmp_path: Path
+) -> None:
+    few = train_proxy(
+        TINY, PROFILE, fashion, seed=0, fidelity=Fidelity(192, 1024, tmp_path / "few.pt", val_images=100)
+    )
+    full = train_proxy(TINY, PROFILE, fashion, seed=0, fidelity=Fidelity(192, 1024, tmp_path / "all.pt"))
+    assert (few["val_images"], full["val_images"]) == (100, PROFILE.val_samples)
+    one, other = _state(tmp_path / "few.pt"), _state(tmp_path / "all.pt")
+    for key in ("model", "optimizer", "stream", "rng", "step"):  # validation comes after the checkpoint
+        assert _same_tensors(one[key], other[key]), key
+    # the trained network's hits over all the profile's validation images, counted here: the span's top-1 is
+    # that of the first 100
+    _, model = build_scaled_network(TINY, PROFILE, fashion, 0, 0.0, torch.device("cpu"))
+    model.load_state_dict(one["model"])
+    model.eval()
+    _, val = loaders(fashion, PROFILE.batch_size, val_samples=PROFILE.val_samples)
+    with torch.inference_mode():
+        hits = torch.cat([model(x).argmax(1) == y for x, y in val]).double()
+    assert len(hits) == PROFILE.val_samples
+    assert few["top1"] == pytest.approx(100 * hits[:100].mean().item())
+    assert full["top1"] == pytest.approx(100 * hits.mean().item())
+    more = train_proxy(
+        TINY, PROFILE, fashion, seed=0, fidelity=Fidelity(192, 1024, tmp_path / "m.pt", val_images=9999)
+    )
+    assert more["val_images"] == PROFILE.val_samples  # never more than the profile holds out
+    with pytest.raises(ValueError, match="validation on 0 images"):
+        Fidelity(192, 1024, tmp_path / "x.pt", val_images=0)
 
 
 def test_restarts_must_increase_below_the_top() -> None:

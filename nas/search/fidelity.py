@@ -11,6 +11,11 @@ starts a new one at the bottom. The rule here is ASHA's, with "promising" define
   each rung's images get the whole schedule, warmup in rung 0 only, so every rung is measured annealed).
   Either way the schedule is fixed before training starts, so continuing a trial is the same training as
   running it to the top in one go.
+- **Validation.** Every rung is measured on the profile's held-out validation images, or (``val_images``)
+  the rungs below the top on the first ``val_images`` of them only: a short rung's validation costs as much
+  as a long one's, so on a small proxy it is a large part of the rung, and the rung only has to rank (the
+  top rung, whose top-1 the front is drawn from, always validates on all of them). Validation comes after
+  the checkpoint is saved, so it never changes the training a promotion continues.
 - **Order at a rung.** The trials that completed rung ``r`` are ordered by non-dominated sorting of their
   objectives at that rung (top-1 reached there, and the costs: MACs, params, latency, which do not change
   with the rung), front by front; within a front by crowding distance, largest first (the extremes of a
@@ -52,17 +57,21 @@ RUNG_SCHEDULES = ("top", "rung")  # one schedule spanning the top rung; one rest
 @dataclass(frozen=True)
 class Ladder:
     """``rungs`` rungs of training, rung ``r`` seeing ``min_images * eta**r`` images in all, on a
-    learning-rate ``schedule`` of :data:`RUNG_SCHEDULES` (the module docstring says what each does)."""
+    learning-rate ``schedule`` of :data:`RUNG_SCHEDULES`, the rungs below the top validated on ``val_images``
+    images (None: as many as the top; the module docstring says why)."""
 
     eta: int = 3
     rungs: int = 3
     min_images: int = 1000
     schedule: str = "top"
+    val_images: int | None = None
 
     def __post_init__(self) -> None:
         whole("eta", self.eta, 2, MAX_ETA)
         whole("rungs", self.rungs, 2, MAX_RUNGS)
         whole("min-fidelity", self.min_images, 1, MAX_IMAGES)
+        if self.val_images is not None:
+            whole("rung-val-images", self.val_images, 1, MAX_IMAGES)
         if self.schedule not in RUNG_SCHEDULES:
             allowed = ", ".join(RUNG_SCHEDULES)
             raise ValueError(f"rung-schedule: unknown {shown(self.schedule)}; allowed: {allowed}")
@@ -77,6 +86,11 @@ class Ladder:
             raise ValueError(f"rung {rung} is not a rung of a {self.rungs}-rung ladder")
         return self.min_images * self.eta**rung
 
+    def validation(self, rung: int) -> int | None:
+        """Validation images of ``rung``: ``val_images`` below the top, None (all of them) at the top."""
+        self.images(rung)  # refuses a rung outside the ladder
+        return None if rung == self.top else self.val_images
+
     @property
     def restarts(self) -> tuple[int, ...]:
         """Images at which the learning-rate schedule restarts: every rung's end below the top under the
@@ -89,12 +103,13 @@ class Ladder:
         for the ``1 / eta**r`` of trials that reach it (so ``1 + (rungs - 1) * (1 - 1 / eta)``)."""
         return 1 + sum((self.eta**r - self.eta ** (r - 1)) / self.eta**r for r in range(1, self.rungs))
 
-    def to_dict(self) -> dict[str, int]:
+    def to_dict(self) -> dict[str, int | str | None]:
         return {
             "eta": self.eta,
             "rungs": self.rungs,
             "min_images": self.min_images,
             "schedule": self.schedule,
+            "val_images": self.val_images,
         }
 
 

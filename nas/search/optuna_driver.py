@@ -114,8 +114,8 @@ def open_study(
     else:
         check_same_limits(settings, study.user_attrs.get("limits"))
         recorded = study.user_attrs.get("fidelity", {"fidelity": "single"})
-        if recorded.get("fidelity") == "ladder":  # recorded before the schedule was a choice: "top"
-            recorded = {**recorded, "rung_schedule": recorded.get("rung_schedule", "top")}
+        if recorded.get("fidelity") == "ladder":  # recorded before these were choices: their defaults
+            recorded = {"rung_schedule": "top", "rung_val_images": None, **recorded}
         if recorded != fidelity:
             raise ValueError(
                 f"study {settings.study_name!r} was searched with {study.user_attrs.get('fidelity')}; it "
@@ -154,6 +154,7 @@ def _fidelity_of(settings: SearchSettings) -> dict[str, Any]:
         "rungs": settings.rungs,
         "min_fidelity": settings.min_fidelity,
         "rung_schedule": settings.rung_schedule,
+        "rung_val_images": settings.rung_val_images,
     }
 
 

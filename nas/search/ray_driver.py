@@ -401,7 +401,7 @@ def _ladder(settings: SearchSettings) -> Ladder | None:
     resolve the default from the data (``TrialRunner.ladder``)."""
     if settings.fidelity != "ladder":
         return None
-    return Ladder(settings.eta, settings.rungs, settings.min_fidelity or 1, settings.rung_schedule)
+    return settings.ladder(settings.min_fidelity or 1)
 
 
 class BudgetedGenerator(SearchGenerator):

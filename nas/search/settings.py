@@ -109,6 +109,7 @@ class SearchSettings:
     rungs: int = 3
     min_fidelity: int | None = None  # images trained on at rung 0; None: half the profile's proxy training
     rung_schedule: str = "top"  # the ladder's learning rate: one schedule spanning the top, or one per rung
+    rung_val_images: int | None = None  # validation images of the rungs below the top; None: the profile's
     evaluator_config: dict[str, Any] = field(default_factory=dict)  # overrides of the evaluator's config
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -250,13 +251,11 @@ class SearchSettings:
             )
 
     def _check_fidelity(self, evaluator: EvaluatorSpec) -> None:
-        from nas.search.fidelity import FIDELITIES, Ladder
+        from nas.search.fidelity import FIDELITIES
 
         if self.fidelity not in FIDELITIES:
             raise ValueError(f"fidelity: unknown {shown(self.fidelity)}; allowed: {', '.join(FIDELITIES)}")
-        Ladder(
-            self.eta, self.rungs, 1 if self.min_fidelity is None else self.min_fidelity, self.rung_schedule
-        )
+        self.ladder(1 if self.min_fidelity is None else self.min_fidelity)
         if self.fidelity == "ladder" and not evaluator.ladder:
             trains = [e.name for e in EVALUATORS.values() if e.ladder]
             raise ValueError(
@@ -265,6 +264,13 @@ class SearchSettings:
             )
 
     # -------------------------------------------------------------------------------------- derived
+
+    def ladder(self, min_images: int) -> Any:
+        """The :class:`~nas.search.fidelity.Ladder` these settings climb from ``min_images`` at rung 0 (the
+        caller resolves ``min_fidelity``'s default, which depends on the data)."""
+        from nas.search.fidelity import Ladder
+
+        return Ladder(self.eta, self.rungs, min_images, self.rung_schedule, self.rung_val_images)
 
     @functools.cached_property
     def limits(self) -> Any:
@@ -387,6 +393,7 @@ _FIELD_TYPES: dict[str, tuple[Any, ...]] = {
     "rungs": (int,),
     "min_fidelity": (int, _OPTIONAL),
     "rung_schedule": (str,),
+    "rung_val_images": (int, _OPTIONAL),
     "evaluator_config": (dict,),
 }
 

@@ -230,14 +230,11 @@ class TrialRunner:
         if self.settings.fidelity != "ladder":
             return None
         if self._ladder is None:
-            from nas.search.fidelity import Ladder
-
             images = self.settings.min_fidelity
             if images is None:
                 pool = self.profile.train_samples or len(self.data().train)
                 images = max(self.profile.batch_size, self.profile.epochs * pool // 2)
-            s = self.settings
-            self._ladder = Ladder(s.eta, s.rungs, images, s.rung_schedule)
+            self._ladder = self.settings.ladder(images)
         return self._ladder
 
     def checkpoint(self, lineage: int, rung: int) -> Path:
@@ -342,6 +339,7 @@ class TrialRunner:
                 self.checkpoint(lineage, rung),
                 self.checkpoint(lineage, rung - 1) if rung else None,
                 ladder.restarts,
+                ladder.validation(rung),
             )
         key, measured = self._measured
         metrics: dict[str, Any] = {
