@@ -60,12 +60,21 @@ def part_key(kind: str, value: Any, skip: tuple[str, ...] = (), **extra: Any) ->
     return " ".join([kind, *flat("", value), *(f"{k}={v}" for k, v in extra.items())])
 
 
+def package_version(package: str) -> str:
+    """The installed version of ``package``; its ``__version__`` where it is importable without its
+    metadata (copied or vendored into a folder on the path, as on a machine that cannot run pip)."""
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return str(getattr(importlib.import_module(package), "__version__", "unknown"))
+
+
 @functools.cache
 def fingerprint() -> str:
     """A short hash of the library versions and the source files a part's count depends on."""
     digest = hashlib.sha256()
     for package in ("torch", "fvcore", "timm"):
-        digest.update(f"{package}={importlib.metadata.version(package)}\n".encode())
+        digest.update(f"{package}={package_version(package)}\n".encode())
     for name in _COUNTED_SOURCES:
         path = _REPO / name
         for source in sorted(path.rglob("*.py")) if path.is_dir() else [path]:

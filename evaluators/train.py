@@ -6,9 +6,10 @@ scheduler factories (AdamW + cosine by default, stepped per update), crops and f
 drop-path. It makes ``<out>/`` and writes a first ``<out>/checkpoint.pt`` (epoch 0) before the first batch,
 calls ``progress(TrainStatus)`` after every batch (images per second, time left: what ``nas train`` shows),
 and after every epoch validates on the held-out split, calls ``report(epoch, metrics)`` and writes the
-checkpoint again (model, optimizer and grad-scaler state, the data-order and torch generator states as
-tensors, history; atomically), so ``resume=True`` continues an interrupted run and ends with exactly the
-weights an uninterrupted one would have (on the CPU). The checkpoint is read as data, never code
+checkpoint again (model, optimizer and grad-scaler state, the data-order, torch CPU and CUDA generator
+states as tensors, history; atomically), so ``resume=True`` continues an interrupted run and ends with
+exactly the weights an uninterrupted one would have (where the device computes deterministically: the CPU,
+and the GPU for the networks the tests train). The checkpoint is read as data, never code
 (:mod:`evaluators.checkpoint`): a file that is not this run's checkpoint is refused in one sentence.
 It ends by writing ``<out>/model.pt``, a model file :func:`nas.create.create_model` reloads, and
 ``<out>/history.json``. CUDA with AMP (bf16, else fp16 with a scaler) when present, fp32 on the CPU.
@@ -222,7 +223,7 @@ def train_arch(
     )
     soft_loss = SoftTargetCrossEntropy()
     history: list[dict[str, float]] = []
-    start_epoch, torch_rng = 1, None
+    start_epoch, torch_rng, cuda_rng = 1, None, None
     if resume and checkpoint_path.exists():
         state = load_checkpoint(checkpoint_path, _KEYS, _REMEDY)
         if state["settings"] != settings:
@@ -238,6 +239,7 @@ def train_arch(
                 ema.module.load_state_dict(state["ema"])
             train_batches.generator.set_state(state["data_rng"])
             torch_rng = state["torch_rng"]
+            cuda_rng = state.get("cuda_rng")  # None in runs on the CPU and in checkpoints written before it
             history, done = list(state["history"]), int(state["epoch"])
         start_epoch = done + 1
         scheduler.step_update(num_updates=done * steps)
@@ -255,6 +257,8 @@ def train_arch(
             "ema": ema.module.state_dict() if ema is not None else None,
             "data_rng": train_batches.generator.get_state(),
             "torch_rng": torch.get_rng_state(),
+            # drop-path (and any draw on the GPU) uses the device's own generator
+            "cuda_rng": torch.cuda.get_rng_state(dev) if dev.type == "cuda" else None,
             "history": history,
         }
 
@@ -263,6 +267,8 @@ def train_arch(
         if torch_rng is not None:
             with restoring(checkpoint_path, _REMEDY):
                 torch.set_rng_state(torch_rng)
+                if cuda_rng is not None and dev.type == "cuda":
+                    torch.cuda.set_rng_state(cuda_rng, dev)
         if start_epoch == 1 and not checkpoint_path.exists():  # the folder, and a run to resume, at once
             save_checkpoint(state(0), checkpoint_path)
         for epoch in range(start_epoch, config.epochs + 1):

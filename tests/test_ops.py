@@ -9,6 +9,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import nas.ops.attention_stem as attention_stem
 from nas.arch import BLOCK_MIXERS, MIXER_NAMES, STEM_KINDS, Stage
 from nas.model import mixer_cfg
 from nas.ops import BLOCKS, MIXERS, STEMS, MixerCfg
@@ -198,3 +199,18 @@ def test_attention_stem_matches_looped_reference_with_padding() -> None:
                 out[c, i, j] = logits.softmax(0) @ values
     expected = F.max_pool2d(stem.norm(out[None]), 4, 4, ceil_mode=True)
     torch.testing.assert_close(stem(x), expected)
+
+
+def test_attention_stem_attends_in_slices_as_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CUDA's fused attention takes at most 65535 batch entries; the stem slices its blocks (here 5 at a time
+    out of 2 images x 2 x 2 blocks, the last slice short) and must compute exactly what one call does."""
+    torch.manual_seed(4)
+    stem = AttentionStem(3, 16, heads=2).double()
+    x = torch.randn(2, 3, 5, 6, dtype=torch.float64, requires_grad=True)  # padded: the mask is sliced too
+    whole = stem(x)
+    (grad_whole,) = torch.autograd.grad(whole.square().sum(), x)
+    monkeypatch.setattr(attention_stem, "SDPA_MAX_BATCH", 5)
+    sliced = stem(x)
+    (grad_sliced,) = torch.autograd.grad(sliced.square().sum(), x)
+    torch.testing.assert_close(sliced, whole, rtol=0, atol=1e-12)
+    torch.testing.assert_close(grad_sliced, grad_whole, rtol=0, atol=1e-12)

@@ -12,6 +12,7 @@ import pytest
 from cheap_search import cheap_settings
 
 import evaluators.complexity as complexity
+import evaluators.part_costs as part_costs
 from evaluators.complexity import clear_count_cache, count, counts_kept_in
 from evaluators.part_costs import PartCosts
 from nas.search.trial import TrialRunner
@@ -87,3 +88,24 @@ def test_a_damaged_store_is_refused_naming_its_file(tmp_path: Path, text: str, s
         ValueError, match=f"part-cost store {re.escape(str(store.path))} {says}; delete it to count again"
     ):
         PartCosts(tmp_path)
+
+
+def test_a_package_without_its_metadata_is_fingerprinted_by_its_version_attribute(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """fvcore copied onto the path without its dist-info (a machine that cannot run pip) made every trial of a
+    search fail with PackageNotFoundError: the count's fingerprint falls back to ``fvcore.__version__``."""
+    import importlib.metadata
+
+    import fvcore
+
+    real = importlib.metadata.version
+
+    def without_fvcore(name: str) -> str:
+        if name == "fvcore":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", without_fvcore)
+    assert part_costs.package_version("fvcore") == fvcore.__version__
+    assert part_costs.package_version("torch") == real("torch")

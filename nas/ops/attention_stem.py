@@ -21,6 +21,12 @@ from nas.ops.registry import STEMS
 
 __all__ = ["AttentionStem"]
 
+# CUDA's fused attention kernels (flash, memory-efficient) put the batch on a grid axis of at most 65535
+# blocks (pytorch#146704: "invalid configuration argument" beyond). The stem's batch is images x 4x4 blocks,
+# 65536 already at batch 256 and 64 px (the gpu profiles) and 3.2 M at batch 1024 and 224 px, so it attends
+# in slices of at most this many blocks.
+SDPA_MAX_BATCH = 32768
+
 
 class AttentionStem(nn.Module):
     def __init__(
@@ -67,9 +73,17 @@ class AttentionStem(nn.Module):
             inside = torch.zeros(hp, wp, dtype=torch.bool, device=x.device)
             inside[:height, :width] = True
             mask = self._to_blocks(inside[None, None].expand(batch, self.heads, hp, wp))[:, :, None, :, 0]
-        out = F.scaled_dot_product_attention(
-            self._to_blocks(self.query(x)), self._to_blocks(self.key(x)), self._to_blocks(v), attn_mask=mask
-        )  # (B * blocks, heads, block^2, d)
+        q, k, v = self._to_blocks(self.query(x)), self._to_blocks(self.key(x)), self._to_blocks(v)
+        parts = [
+            F.scaled_dot_product_attention(
+                q[s : s + SDPA_MAX_BATCH],
+                k[s : s + SDPA_MAX_BATCH],
+                v[s : s + SDPA_MAX_BATCH],
+                attn_mask=None if mask is None else mask[s : s + SDPA_MAX_BATCH],
+            )
+            for s in range(0, q.shape[0], SDPA_MAX_BATCH)
+        ]
+        out = torch.cat(parts) if len(parts) > 1 else parts[0]  # (B * blocks, heads, block^2, d)
         out = out.reshape(batch, hp // b, wp // b, self.heads, b, b, -1).permute(0, 3, 6, 1, 4, 2, 5)
         out = out.reshape(batch, -1, hp, wp)[:, :, :height, :width]
         return self.pool(self.norm(out))  # (B, width, ceil(H / 4), ceil(W / 4))
