@@ -22,6 +22,7 @@ from evaluators.proxy import ProxyEvaluator, TrainConfig
 from evaluators.registry import EVALUATORS
 from nas.arch import Arch
 from nas.search import failures
+from nas.search.constraints import FAILED_IN_A_ROW, Limits, RejectionStreak, SameFailure
 from nas.search.run import run_search
 from nas.search.settings import SearchSettings
 from search_spaces.base import ProxyProfile
@@ -138,3 +139,44 @@ def test_each_kind_of_failure_is_recorded_and_the_search_goes_on(
     report = outcome.report.read_text()
     for number in range(1, 5):  # the report lists every failed trial with its reason
         assert reasons[number].split(":")[0] in report and f">{number}<" in report
+
+
+class BrokenEnvironment:
+    """Fails every architecture the same way, as a broken install does (a package without its metadata)."""
+
+    calls = 0
+
+    def evaluate(self, arch: Arch, report: Any = None) -> dict[str, Any]:
+        BrokenEnvironment.calls += 1
+        raise ModuleNotFoundError("No module named 'a_dependency' (simulated)")
+
+
+def build_broken(config: Any, **_: Any) -> BrokenEnvironment:
+    return BrokenEnvironment()
+
+
+def test_a_search_whose_trials_all_fail_the_same_way_stops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a GPU machine every trial failed with one PackageNotFoundError, 201 in a 43-second budget: each
+    is charged only its fraction of a second, so a GPU-days budget would fill the study with failures."""
+    BrokenEnvironment.calls = 0
+    monkeypatch.setitem(EVALUATORS, "proxy", replace(EVALUATORS["proxy"], builder=f"{__name__}:build_broken"))
+    settings = SearchSettings(
+        space="coatnet", evaluator="proxy", budget="2h", baselines=False, runs_dir=str(tmp_path), study="bad"
+    )
+    outcome = run_search(settings)
+    assert BrokenEnvironment.calls == FAILED_IN_A_ROW == len(outcome.trials)
+    assert (outcome.trials["state"] == "FAIL").all()
+    assert outcome.stopped is not None and outcome.stopped.startswith(
+        f"the last {FAILED_IN_A_ROW} trials all failed with the same reason"
+    )
+    assert "ModuleNotFoundError: No module named 'a_dependency'" in outcome.stopped
+
+
+def test_the_failure_streak_counts_one_reason_in_a_row() -> None:
+    streak = RejectionStreak(Limits(), most_failed=3)
+    for reason in ("error: A", "error: A", "error: B", "error: B", None, "error: B", "error: B"):
+        streak.add(False, {}, failure=reason)  # a new reason, or a trial that completed, starts again
+    with pytest.raises(SameFailure, match=r"the last 3 trials all failed with the same reason.*error: B"):
+        streak.add(False, {}, failure="error: B")

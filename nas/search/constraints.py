@@ -17,7 +17,10 @@ A space where almost nothing is feasible must not spin: :class:`RejectionStreak`
 :data:`REJECTED_IN_A_ROW` rejected samples in a row, with a sentence naming the limits and the cheapest
 sample seen. It also stops a worker whose last :data:`REJECTED_IN_A_ROW` samples were all repeats
 (architectures the study had evaluated, answered from the study at no cost: the sampler has converged, or the
-space is exhausted), which would otherwise spin through a time budget they never spend.
+space is exhausted), which would otherwise spin through a time budget they never spend; and one whose last
+:data:`FAILED_IN_A_ROW` trials all failed with the same reason (a package the trials import is broken, a
+setting no network can train under): each such trial is charged only its seconds before the failure, so a
+time budget would otherwise fill the study with failures for as long as it lasts.
 """
 
 from __future__ import annotations
@@ -30,11 +33,13 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "FAILED_IN_A_ROW",
     "REJECTED_IN_A_ROW",
     "Limits",
     "NothingFeasible",
     "NothingNew",
     "RejectionStreak",
+    "SameFailure",
     "check_same_limits",
     "format_count",
     "parse_count",
@@ -42,6 +47,7 @@ __all__ = [
 ]
 
 REJECTED_IN_A_ROW = 50  # a worker that drew this many rejected samples in a row stops, saying why
+FAILED_IN_A_ROW = 10  # ... and one whose trials failed this many times in a row with the same reason
 LIMITED = ("macs", "params", "latency_ms")  # the metrics a limit can be set on, as the trials record them
 _PREFIX = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
 _COUNT = re.compile(r"\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmgt]?)\s*", re.IGNORECASE)
@@ -175,19 +181,38 @@ class NothingNew(NothingFeasible):
     """A worker stopped: its last :data:`REJECTED_IN_A_ROW` samples were all architectures the study had."""
 
 
-class RejectionStreak:
-    """Counts a worker's rejected samples in a row, and the cheapest of them per limited metric; and its
-    repeated samples in a row."""
+class SameFailure(NothingFeasible):
+    """A worker stopped: its last :data:`FAILED_IN_A_ROW` trials all failed with the same reason."""
 
-    def __init__(self, limits: Limits, most: int | None = None) -> None:
+
+class RejectionStreak:
+    """Counts a worker's rejected samples in a row, and the cheapest of them per limited metric; its
+    repeated samples in a row; and its trials in a row that failed with one same reason."""
+
+    def __init__(self, limits: Limits, most: int | None = None, most_failed: int | None = None) -> None:
         self.limits, self.most = limits, most or REJECTED_IN_A_ROW
+        self.most_failed = most_failed or FAILED_IN_A_ROW
         self.count = 0
         self.repeats = 0
+        self.failed, self.failure = 0, ""
         self.cheapest: dict[str, float] = {}
 
-    def add(self, rejected: bool, metrics: Mapping[str, Any], repeated: bool = False) -> None:
-        """Record one finished sample; raise :class:`NothingFeasible` when the rejections in a row reach
-        their end, :class:`NothingNew` when the repeats in a row do."""
+    def add(
+        self, rejected: bool, metrics: Mapping[str, Any], repeated: bool = False, failure: str | None = None
+    ) -> None:
+        """Record one finished sample (``failure``: the reason its trial failed, None if it did not); raise
+        :class:`NothingFeasible` when the rejections in a row reach their end, :class:`NothingNew` when the
+        repeats in a row do, :class:`SameFailure` when the failures in a row with one reason do."""
+        if failure is None:
+            self.failed = 0
+        else:
+            self.failed = self.failed + 1 if failure == self.failure else 1
+            self.failure = failure
+            if self.failed >= self.most_failed:
+                raise SameFailure(
+                    f"the last {self.failed} trials all failed with the same reason, as every later one "
+                    f"would: {failure}; fix its cause, then resume the study"
+                )
         if repeated:
             self.repeats += 1
             if self.repeats >= self.most:

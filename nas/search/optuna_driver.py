@@ -430,9 +430,8 @@ def worker_loop(
                 cannot = f"cannot write {record.reason.removeprefix('cannot write: ')}"
                 state = disk_state(settings.run_dir)
                 raise WriteFailed(f"{cannot}: {state}" if state else cannot)
-            streak.add(
-                record.rejected, record.metrics, record.repeat_of is not None
-            )  # NothingFeasible ends a worker that only rejects
+            # NothingFeasible ends a worker that only rejects, repeats, or fails the same way
+            streak.add(record.rejected, record.metrics, record.repeat_of is not None, record.reason)
     finally:
         # its span to its last trial, whichever way the loop ended (a storage that fails here is reported
         # by the exception already on its way, not by this write)

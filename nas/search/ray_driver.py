@@ -333,7 +333,7 @@ class BudgetedSearcher(Searcher):
         if progress is not None:
             progress.trial_done(number, record, self.tracker)
         try:
-            self.streak.add(record.rejected, record.metrics, record.repeat_of is not None)
+            self.streak.add(record.rejected, record.metrics, record.repeat_of is not None, record.reason)
         except NothingFeasible as stop:
             self.stopped = _STOPPED[self.view] = str(stop)
 
