@@ -189,6 +189,9 @@ class RejectionStreak:
     """Counts a worker's rejected samples in a row, and the cheapest of them per limited metric; its
     repeated samples in a row; and its trials in a row that failed with one same reason."""
 
+    # class defaults: a streak pickled (with a Ray searcher) before failures were counted resumes with these
+    most_failed, failed, failure = FAILED_IN_A_ROW, 0, ""
+
     def __init__(self, limits: Limits, most: int | None = None, most_failed: int | None = None) -> None:
         self.limits, self.most = limits, most or REJECTED_IN_A_ROW
         self.most_failed = most_failed or FAILED_IN_A_ROW
