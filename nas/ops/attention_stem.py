@@ -74,16 +74,21 @@ class AttentionStem(nn.Module):
             inside[:height, :width] = True
             mask = self._to_blocks(inside[None, None].expand(batch, self.heads, hp, wp))[:, :, None, :, 0]
         q, k, v = self._to_blocks(self.query(x)), self._to_blocks(self.key(x)), self._to_blocks(v)
-        parts = [
-            F.scaled_dot_product_attention(
-                q[s : s + SDPA_MAX_BATCH],
-                k[s : s + SDPA_MAX_BATCH],
-                v[s : s + SDPA_MAX_BATCH],
-                attn_mask=None if mask is None else mask[s : s + SDPA_MAX_BATCH],
+        # an exported program keeps its batch dynamic: one call, as a loop over a symbolic size would fix it
+        if torch.compiler.is_exporting() or q.shape[0] <= SDPA_MAX_BATCH:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B * blocks, heads, block^2, d)
+        else:
+            out = torch.cat(
+                [
+                    F.scaled_dot_product_attention(
+                        q[s : s + SDPA_MAX_BATCH],
+                        k[s : s + SDPA_MAX_BATCH],
+                        v[s : s + SDPA_MAX_BATCH],
+                        attn_mask=None if mask is None else mask[s : s + SDPA_MAX_BATCH],
+                    )
+                    for s in range(0, q.shape[0], SDPA_MAX_BATCH)
+                ]
             )
-            for s in range(0, q.shape[0], SDPA_MAX_BATCH)
-        ]
-        out = torch.cat(parts) if len(parts) > 1 else parts[0]  # (B * blocks, heads, block^2, d)
         out = out.reshape(batch, hp // b, wp // b, self.heads, b, b, -1).permute(0, 3, 6, 1, 4, 2, 5)
         out = out.reshape(batch, -1, hp, wp)[:, :, :height, :width]
         return self.pool(self.norm(out))  # (B, width, ceil(H / 4), ceil(W / 4))
