@@ -123,6 +123,8 @@ def test_ray_climbs_the_same_ladder(tmp_path: Path) -> None:
         outcome = run_search(_settings(tmp_path, backend="ray", concurrency=2, budget="10trials"))
     finally:
         ray.shutdown()
+    with pytest.raises(ValueError, match=r"cannot be resumed with .*'eta': 3"):  # before Ray starts
+        run_search(_settings(tmp_path, backend="ray", concurrency=2, budget="12trials", resume=True, eta=3))
     done = _check_ladder(outcome.trials)
     assert len(done) == 10 and (done["rung"] > 0).any()
     front = pd.read_csv(outcome.run_dir / "pareto.csv")

@@ -40,7 +40,6 @@ __all__ = [
     "NothingNew",
     "RejectionStreak",
     "SameFailure",
-    "check_same_limits",
     "format_count",
     "parse_count",
     "parse_ms",
@@ -159,18 +158,6 @@ def baseline_cost(space: str, name: str, img_size: int) -> tuple[float, float]:
 
     cost = count(get_space(space).baselines()[name].arch, img_size=img_size, in_chans=3, num_classes=1000)
     return float(cost.macs), float(cost.params)
-
-
-def check_same_limits(settings: Any, stored: Mapping[str, Any] | None) -> None:
-    """A study is searched under one set of limits: a resume under others is refused in one sentence (its
-    trials were judged feasible or not under the first)."""
-    stored_limits = Limits.from_dict(stored)
-    if stored_limits != settings.limits:
-        was = stored_limits.describe() or "no limits"
-        now = settings.limits.describe() or "no limits"
-        raise ValueError(
-            f"study {settings.study_name!r} was searched under {was}; it cannot be resumed under {now}"
-        )
 
 
 class NothingFeasible(Exception):

@@ -38,7 +38,7 @@ from nas.arch import Arch
 from nas.option_names import option
 from nas.search import stopping
 from nas.search.budget import BudgetTracker, Session, TrialCost, wall_seconds
-from nas.search.constraints import NothingFeasible, RejectionStreak, check_same_limits
+from nas.search.constraints import NothingFeasible, RejectionStreak
 from nas.search.failures import WriteFailed, disk_state
 from nas.search.fidelity import Promotion, RungResult, next_promotion
 from nas.search.liveness import Heartbeat, enqueue_rerun, fail_lost_trials
@@ -47,6 +47,7 @@ from nas.search.samplers import make_sampler, sampler_seed
 from nas.search.settings import SearchSettings
 from nas.search.storage import batched_writes, open_storage, storage_url
 from nas.search.study_file import StudyFile, StudyFileLost
+from nas.search.terms import check_terms, study_terms
 from nas.search.trial import Earlier, Known, TrialRecord, TrialRunner, run_trial
 from results.store import trial_row
 
@@ -97,30 +98,11 @@ def open_study(
         sampler=make_sampler(settings.sampler_name, _seed(settings, worker, session)),
         load_if_exists=True,
     )
-    stored = study.user_attrs.get("objectives")
-    declared = [str(o) for o in settings.parsed_objectives]
-    fidelity = _fidelity_of(settings)
-    if stored is None:
-        study.set_user_attr("objectives", declared)
-        study.set_user_attr("space", settings.space)
-        study.set_user_attr("limits", settings.limits.to_dict())
-        study.set_user_attr("fidelity", fidelity)
-    elif stored != declared or study.user_attrs.get("space") != settings.space:
-        raise ValueError(
-            f"study {settings.study_name!r} searches {study.user_attrs.get('space')} for "
-            f"{', '.join(stored)}; "
-            f"it cannot be resumed for {settings.space} with {', '.join(declared)}"
-        )
-    else:
-        check_same_limits(settings, study.user_attrs.get("limits"))
-        recorded = study.user_attrs.get("fidelity", {"fidelity": "single"})
-        if recorded.get("fidelity") == "ladder":  # recorded before these were choices: their defaults
-            recorded = {"rung_schedule": "top", "rung_val_images": None, **recorded}
-        if recorded != fidelity:
-            raise ValueError(
-                f"study {settings.study_name!r} was searched with {study.user_attrs.get('fidelity')}; it "
-                f"cannot be resumed with {fidelity}"
-            )
+    terms = study_terms(settings)
+    check_terms(settings.study_name, study.user_attrs, terms)  # a term the study lacks is recorded now
+    for name, value in terms.items():
+        if name not in study.user_attrs:
+            study.set_user_attr(name, value)
     if study.metric_names is None:  # optuna-dashboard and Optuna's plots name the values by these (a study
         with warnings.catch_warnings():  # from before gets them at its resume); experimental since 3.2
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -142,20 +124,6 @@ def _seed(settings: SearchSettings, worker: int, session: Session | None) -> int
     than its first one did."""
     resumed = settings.resume and session is not None
     return sampler_seed(settings.seed, worker, session.id if resumed else None)
-
-
-def _fidelity_of(settings: SearchSettings) -> dict[str, Any]:
-    """How the study trains its trials, as the study records it (a resume must not change it)."""
-    if settings.fidelity != "ladder":
-        return {"fidelity": "single"}
-    return {
-        "fidelity": "ladder",
-        "eta": settings.eta,
-        "rungs": settings.rungs,
-        "min_fidelity": settings.min_fidelity,
-        "rung_schedule": settings.rung_schedule,
-        "rung_val_images": settings.rung_val_images,
-    }
 
 
 def rung_results(trials: Sequence[FrozenTrial]) -> list[RungResult]:

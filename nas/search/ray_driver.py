@@ -46,6 +46,7 @@ from nas.search.fidelity import Ladder, RungResult, next_promotion
 from nas.search.preflight import trial_gpus
 from nas.search.progress import SearchProgress
 from nas.search.settings import SearchSettings
+from nas.search.terms import check_terms, study_terms
 from nas.search.trial import Earlier, TrialRecord, TrialRunner, run_trial
 
 __all__ = ["BudgetedGenerator", "BudgetedSearcher", "collect_ray", "run_ray"]
@@ -126,15 +127,19 @@ def _append(path: Path, entry: dict[str, Any]) -> None:
 
 @dataclass
 class Ledger:
-    """What ``runs/<study>/ray_ledger.jsonl`` holds: the latest budget, the overhead charges, each finished
-    trial's record by Tune trial id (the first, should Tune run it again), and each session's span."""
+    """What ``runs/<study>/ray_ledger.jsonl`` holds: the study's terms (:mod:`nas.search.terms`), the latest
+    budget, the overhead charges, each finished trial's record by Tune trial id (the first, should Tune run it
+    again), and each session's span."""
 
+    terms: dict[str, Any] = field(default_factory=dict)
     budget: str | None = None
     overhead: list[dict[str, Any]] = field(default_factory=list)
     trials: dict[str, dict[str, Any]] = field(default_factory=dict)
     sessions: dict[str, list[float]] = field(default_factory=dict)
 
     def add(self, entry: dict[str, Any]) -> None:
+        if "terms" in entry:
+            self.terms.update(entry["terms"])
         if "budget" in entry:
             self.budget = entry["budget"]
         if "overhead" in entry:
@@ -479,12 +484,14 @@ def _init_ray(settings: SearchSettings) -> str | None:
 
 
 def _start_session(settings: SearchSettings, gpus: float) -> None:
-    """Record this session's budget in the ledger and charge the evaluator's set-up (a Ray task with a
-    trial's resources) as overhead, before the first trial."""
+    """Record the study's terms (those it lacks) and this session's budget in the ledger, and charge the
+    evaluator's set-up (a Ray task with a trial's resources) as overhead, before the first trial."""
     import ray
 
     path = ledger_path(settings)
-    _append(path, {"budget": settings.budget})
+    recorded = read_ledger(path).terms
+    missing = {name: value for name, value in study_terms(settings).items() if name not in recorded}
+    _append(path, {"terms": missing, "budget": settings.budget} if missing else {"budget": settings.budget})
     if settings.evaluator_spec.needs_setup:
         config = _settings_dict(settings)
         if settings.supernet_workers > 1 and settings.evaluator_spec.data_parallel:
@@ -514,6 +521,8 @@ def run_ray(settings: SearchSettings, progress: SearchProgress | None = None) ->
             f"study {settings.study_name!r} has no Ray results in {exp} to resume; drop "
             f"{option('resume')} to start it"
         )
+    if settings.resume:  # refused before Ray starts
+        check_terms(settings.study_name, read_ledger(ledger_path(settings)).terms, study_terms(settings))
     session = _init_ray(settings)  # joined before the stale ledger goes: an unreachable cluster keeps it
     # a local Ray's processes end with this search: on its way out by ray.shutdown(), and if it is killed
     # without one (SIGKILL), by the watchdog, which sees the pipe from this process close

@@ -1,0 +1,103 @@
+"""What a study is searched under, and the check that a resume keeps it: one rule for both engines.
+
+A study's trials are comparable only when they were measured the same way: the same space, objectives and
+hard limits, the same fidelity (single, or the ladder's shape), the same evaluator with the same resolved
+configuration and proxy profile, the same dataset, the MACs counted at the same image size and, where latency
+is searched or limited, measured on the same device at the same batch. The first session records these
+*terms* with the study (Optuna: one study user attribute per term; Ray: a ``terms`` line of the ledger); a
+resume under other terms is refused in one sentence, before any trial runs, naming the first term that
+differs. A term a study did not record (it was started before the term was) is taken from the resume and
+recorded then. The backend, workers, budget, seed and device may change between sessions: they decide how
+and how long the study is searched, not what its trials measure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from nas.search.constraints import Limits
+
+__all__ = ["check_terms", "study_terms"]
+
+_FIDELITY_DEFAULTS = {"rung_schedule": "top", "rung_val_images": None}  # recorded before they were choices
+
+
+def study_terms(settings: Any) -> dict[str, Any]:
+    """The terms of a search (JSON values), in the order a refusal names the first that differs."""
+    config = settings.evaluator_config_used()
+    kind, _, folder = settings.dataset.partition(":")
+    names = {o.name for o in settings.parsed_objectives}
+    latency = "latency_ms" in names or settings.limits.latency_ms is not None
+    return {
+        "space": settings.space,
+        "objectives": [str(o) for o in settings.parsed_objectives],
+        "limits": settings.limits.to_dict(),
+        "fidelity": _fidelity(settings),
+        "evaluator": settings.evaluator,
+        "evaluator_config": dataclasses.asdict(config) if config is not None else None,
+        "profile": settings.profile,
+        "dataset": f"{kind}:{Path(folder).expanduser().resolve()}" if folder else settings.dataset,
+        "macs_img_size": settings.macs_img_size,
+        "latency": [settings.latency_device, settings.latency_batch] if latency else None,
+    }
+
+
+def check_terms(study: str, recorded: Mapping[str, Any], terms: Mapping[str, Any]) -> None:
+    """ValueError in one sentence if a term ``recorded`` holds differs from ``terms`` (a term it lacks is
+    not checked)."""
+    for name, now in terms.items():
+        if name not in recorded:
+            continue
+        was = recorded[name]
+        if name == "fidelity" and was.get("fidelity") == "ladder":
+            was = {**_FIDELITY_DEFAULTS, **was}
+        if _same(name, was, now):
+            continue
+        if name in ("space", "objectives"):  # the study's identity: both named
+            searched = ", ".join(recorded.get("objectives", []))
+            raise ValueError(
+                f"study {study!r} searches {recorded.get('space')} for {searched}; "
+                f"it cannot be resumed for {terms['space']} with {', '.join(terms['objectives'])}"
+            )
+        raise ValueError(
+            f"study {study!r} was searched {_describe(name, was)}; "
+            f"it cannot be resumed {_describe(name, now)}"
+        )
+
+
+def _fidelity(settings: Any) -> dict[str, Any]:
+    if settings.fidelity != "ladder":
+        return {"fidelity": "single"}
+    return {
+        "fidelity": "ladder",
+        "eta": settings.eta,
+        "rungs": settings.rungs,
+        "min_fidelity": settings.min_fidelity,
+        "rung_schedule": settings.rung_schedule,
+        "rung_val_images": settings.rung_val_images,
+    }
+
+
+def _same(name: str, was: Any, now: Any) -> bool:
+    if name == "limits":
+        return Limits.from_dict(was) == Limits.from_dict(now)
+    if name == "latency" and was is not None and now is not None:
+        return list(was) == list(now)
+    return was == now
+
+
+def _describe(name: str, value: Any) -> str:
+    if name == "limits":
+        return f"under {Limits.from_dict(value).describe() or 'no limits'}"
+    if name == "macs_img_size":
+        return f"with MACs counted at {value or 'the space target'} px"
+    if name == "latency":
+        if not value:
+            return "without latency"
+        device, batch = value
+        return f"with latency on {device or 'the search device'} at batch {batch}"
+    shown = value if value is not None else "the default"
+    return f"with {name.replace('_', ' ')} {shown}"

@@ -1,0 +1,86 @@
+"""A study is resumed only under the terms its trials were measured with (nas.search.terms): each term that
+changes is refused in one sentence naming it, before any trial; a study that predates a term records it at
+its resume and is held to it from then on; how long and where it is searched may change."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+
+from nas.search.optuna_driver import open_study
+from nas.search.settings import SearchSettings
+from nas.search.terms import check_terms, study_terms
+
+
+def _settings(runs: Path, **changes) -> SearchSettings:
+    values = {"space": "coatnet", "evaluator": "proxy", "runs_dir": str(runs), "study": "terms", **changes}
+    return SearchSettings(**values)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"profile": "gpu"}, "was searched with profile cpu; it cannot be resumed with profile gpu"),
+        ({"evaluator_config": {"lr": 3e-3}}, r"cannot be resumed with evaluator config \{.*'lr': 0.003"),
+        (
+            {"evaluator": "oneshot"},
+            "with evaluator proxy; it cannot be resumed with evaluator oneshot",
+        ),
+        (
+            {"dataset": "cifar10"},
+            "with dataset fashion-mnist; it cannot be resumed with dataset cifar10",
+        ),
+        ({"macs_img_size": 160}, "was searched with MACs counted at the space target px; .* at 160 px"),
+        ({"max_macs": "3G"}, "was searched under no limits; it cannot be resumed under macs <= 3G"),
+        ({"fidelity": "ladder"}, r"was searched with fidelity \{'fidelity': 'single'\}"),
+        (
+            {"objectives": ("top1", "params")},
+            "searches coatnet for top1:max, macs:min; it cannot be resumed for coatnet with top1:max, params",
+        ),
+    ],
+    ids=lambda v: next(iter(v)) if isinstance(v, dict) else None,
+)
+def test_a_resume_under_other_terms_is_refused_naming_the_term(tmp_path: Path, changes, message) -> None:
+    study, _, _ = open_study(_settings(tmp_path))
+    assert study.user_attrs["profile"] == "cpu" and study.user_attrs["evaluator"] == "proxy"
+    with pytest.raises(ValueError, match=message):
+        open_study(_settings(tmp_path, resume=True, **changes))
+
+
+def test_how_long_and_where_a_study_runs_may_change(tmp_path: Path) -> None:
+    open_study(_settings(tmp_path))
+    open_study(_settings(tmp_path, resume=True, budget="1h", seed=3, workers=2, latency_device="cpu"))
+
+
+def test_latency_terms_count_only_where_latency_is_searched(tmp_path: Path) -> None:
+    limited = _settings(tmp_path, max_latency="5ms", latency_batch=1)
+    open_study(limited)
+    with pytest.raises(ValueError, match=r"with latency on the search device at batch 1; .* at batch 8"):
+        open_study(_settings(tmp_path, resume=True, max_latency="5ms", latency_batch=8))
+
+
+def test_a_study_from_before_the_terms_records_them_at_its_resume(tmp_path: Path) -> None:
+    settings = _settings(tmp_path)
+    (tmp_path / "terms").mkdir()
+    old = optuna.create_study(
+        study_name="terms",
+        storage=f"sqlite:///{tmp_path}/terms/study.db",
+        directions=["maximize", "minimize"],
+    )
+    terms = study_terms(settings)
+    for name in ("space", "objectives", "limits"):  # what a study of wave 1 recorded
+        old.set_user_attr(name, terms[name])
+    study, _, _ = open_study(_settings(tmp_path, resume=True, profile="gpu"))  # nothing to hold it to
+    assert study.user_attrs["profile"] == "gpu" and study.user_attrs["fidelity"] == {"fidelity": "single"}
+    with pytest.raises(ValueError, match="with profile gpu; it cannot be resumed with profile cpu"):
+        open_study(_settings(tmp_path, resume=True))
+
+
+def test_a_ladder_recorded_before_its_schedule_was_a_choice_reads_as_its_defaults() -> None:
+    terms = study_terms(SearchSettings(fidelity="ladder", min_fidelity=500))
+    recorded = {**terms, "fidelity": {"fidelity": "ladder", "eta": 3, "rungs": 3, "min_fidelity": 500}}
+    check_terms("old", recorded, terms)
+    with pytest.raises(ValueError, match="'rung_schedule': 'rung'"):
+        check_terms("old", recorded, {**terms, "fidelity": {**terms["fidelity"], "rung_schedule": "rung"}})
