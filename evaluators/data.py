@@ -129,6 +129,11 @@ class DataSplit:
     val_index: torch.Tensor
     seed: int = 0
 
+    def normalization(self) -> dict[str, list[float]]:
+        """What a network trained on this split expects of its input, as a model file keeps it: per-channel
+        ``mean`` and ``std`` on the [0, 1] scale (``(image / 255 - mean) / std``)."""
+        return {"mean": [float(m) for m in self.mean], "std": [float(s) for s in self.std]}
+
     def describe(self) -> dict[str, object]:
         """What a run manifest records about its data."""
         return {

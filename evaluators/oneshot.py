@@ -424,7 +424,8 @@ class OneShotEvaluator:
         metrics["arch"] = model.arch.key
         if self.weights_dir is not None:  # the inherited, recalibrated weights: what was scored
             name = weights_name(arch)
-            save_model(model, Path(self.weights_dir) / name, searched_arch=arch.key, top1=metrics["top1"])
+            meta = {"searched_arch": arch.key, "top1": metrics["top1"], **self.data.normalization()}
+            save_model(model, Path(self.weights_dir) / name, **meta)
             metrics["weights"] = name
         if report is not None:
             report(1, dict(metrics))

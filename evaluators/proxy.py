@@ -210,7 +210,8 @@ def train_proxy(
             out = trainer.run_span(train_batches, val_batches, fidelity, profile.batch_size, seed)
     if weights_dir is not None:
         name = weights_name(arch)
-        save_model(model, Path(weights_dir) / name, searched_arch=arch.key, top1=out["top1"], seed=seed)
+        meta = {"searched_arch": arch.key, "top1": out["top1"], "seed": seed, **data.normalization()}
+        save_model(model, Path(weights_dir) / name, **meta)
         out["weights"] = name
     return out
 

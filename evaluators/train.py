@@ -322,9 +322,10 @@ def train_arch(
             save_checkpoint(state(epoch), checkpoint_path)
             if report is not None:
                 report(epoch, dict(metrics))
-    model_file = save_model(model, out / "model.pt", searched_arch=arch.key, history=history)
+    meta = {"searched_arch": arch.key, "history": history, **data.normalization()}
+    model_file = save_model(model, out / "model.pt", **meta)
     if ema is not None:  # the averaged weights, which the recipe's papers evaluate
-        save_model(ema.module, out / "model_ema.pt", searched_arch=arch.key, history=history)
+        save_model(ema.module, out / "model_ema.pt", **meta)
     (out / "history.json").write_text(json.dumps({"settings": settings, "history": history}, indent=1) + "\n")
     last = history[-1] if history else {}
     return {

@@ -12,8 +12,10 @@ local-attention mixer computes its naive form (:func:`nas.ops.local_attention.de
 instead of this package's custom kernel, so neither needs this package to run. A TorchScript trace records
 that kernel (``nas::local_attention``) as it is: a network with local attention needs ``import nas`` to run
 from it. ONNX files carry their opset, the architecture and the task
-sizes in their metadata (:func:`onnx_metadata`). The input is a float32 ``(batch, in_chans, H, W)`` image
-batch normalised as in training (per-channel mean and std of the dataset); the output is the logits.
+sizes in their metadata (:func:`onnx_metadata`), and the input's normalisation when the model file records it
+(a search's and ``nas train``'s do). The input is a float32 ``(batch, in_chans, H, W)`` image batch
+normalised as in training, ``(image / 255 - mean) / std`` with the dataset's per-channel mean and std; the
+output is the logits.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import json
 import re
 import warnings
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -48,9 +51,12 @@ def check_format(fmt: str) -> None:
         )
 
 
-def write_standalone(model: NasNet, folder: str | Path, fmt: str) -> list[Path]:
+def write_standalone(
+    model: NasNet, folder: str | Path, fmt: str, normalization: dict[str, Any] | None = None
+) -> list[Path]:
     """Write ``model`` (in eval mode) as a ``fmt`` file into ``folder``; returns the files written (an ONNX
-    model over 2 GiB keeps its weights in a ``.data`` file beside it)."""
+    model over 2 GiB keeps its weights in a ``.data`` file beside it). ``normalization`` (the model file's
+    ``mean`` and ``std``, when it has them) goes into an ONNX file's metadata."""
     check_format(fmt)
     if fmt == "none":
         return []
@@ -69,25 +75,48 @@ def write_standalone(model: NasNet, folder: str | Path, fmt: str) -> list[Path]:
     if fmt == "export":
         torch.export.save(torch.export.export(model, (example,), dynamic_shapes=(batch,)), str(path))
         return [path]
-    return _write_onnx(model, example, batch, path)
+    return _write_onnx(model, example, batch, path, normalization)
 
 
-def onnx_metadata(model: NasNet) -> dict[str, str]:
-    """What an ONNX file of ``model`` says about itself (its ``metadata_props``)."""
+def onnx_metadata(model: NasNet, normalization: dict[str, Any] | None = None) -> dict[str, str]:
+    """What an ONNX file of ``model`` says about itself (its ``metadata_props``): with ``normalization``,
+    the per-channel ``mean`` and ``std`` (JSON lists, [0, 1] scale) its input is normalised with."""
     height, width = model.img_size
+    stats = _stats(normalization or {}, model.in_chans)
+    how = (
+        f"(image / 255 - mean) / std with mean {stats['mean']} and std {stats['std']}"
+        if stats
+        else "normalised as in training"
+    )
     return {
+        **stats,
         "opset": str(ONNX_OPSET),
         "arch": model.arch.key,
         "arch_json": model.arch.to_json(),
         "num_classes": str(model.num_classes),
         "in_chans": str(model.in_chans),
         "img_size": json.dumps([height, width]),
-        "input": f"image: float32 (batch, {model.in_chans}, {height}, {width}), normalised as in training",
+        "input": f"image: float32 (batch, {model.in_chans}, {height}, {width}), {how}",
         "output": f"logits: float32 (batch, {model.num_classes})",
     }
 
 
-def _write_onnx(model: NasNet, example: torch.Tensor, batch: dict, path: Path) -> list[Path]:
+def _stats(normalization: dict[str, Any], chans: int) -> dict[str, str]:
+    """``mean`` and ``std`` as JSON lists, both or neither: only where each is one number per input
+    channel (a model file's meta is data, and half a normalisation would mislead a deployer)."""
+    out = {}
+    for name in ("mean", "std"):
+        values = normalization.get(name)
+        numbers = isinstance(values, (list, tuple)) and len(values) == chans
+        if not numbers or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            return {}
+        out[name] = json.dumps([float(v) for v in values])
+    return out
+
+
+def _write_onnx(
+    model: NasNet, example: torch.Tensor, batch: dict, path: Path, normalization: dict[str, Any] | None
+) -> list[Path]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the exporter's notes on its own internals, not the user's input
@@ -105,7 +134,7 @@ def _write_onnx(model: NasNet, example: torch.Tensor, batch: dict, path: Path) -
         raise ValueError(
             f"format: ONNX opset {ONNX_OPSET} cannot express {model.arch.key} ({_why(err)})"
         ) from None
-    program.model.metadata_props.update(onnx_metadata(model))
+    program.model.metadata_props.update(onnx_metadata(model, normalization))
     before = set(path.parent.iterdir())
     program.save(str(path))
     return sorted(set(path.parent.iterdir()) - before)

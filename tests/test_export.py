@@ -112,6 +112,13 @@ def test_export_cli_writes_onnx_and_prints_every_file(study: Path, tmp_path: Pat
     assert result.output.splitlines() == [str(p) for p in written]
     images = validation_images(get_space("coatnet").profile("cpu").img_size)
     assert_onnx_agrees(create_model(folder / "model.pt"), folder / "model.onnx", images)
+    import onnx
+
+    meta = {p.key: p.value for p in onnx.load(str(folder / "model.onnx")).metadata_props}
+    # Fashion-MNIST's training pixels on the [0, 1] scale: mean 0.2860, std 0.3530 (the published figures)
+    assert json.loads(meta["mean"]) == pytest.approx([0.2860])
+    assert json.loads(meta["std"]) == pytest.approx([0.3530])
+    assert "(image / 255 - mean) / std with mean [0.286] and std [0.353]" in meta["input"]
 
 
 # torch.jit.load itself warns that TorchScript is deprecated: the warning that matters is the writer's (none)

@@ -86,6 +86,19 @@ def test_onnx_agrees_for_every_op_kind(arch: Arch, images: torch.Tensor, tmp_pat
     assert meta == onnx_metadata(build_model(arch, num_classes=10, in_chans=1, img_size=IMG))
 
 
+@pytest.mark.parametrize(
+    "normalization",
+    [{"mean": [0.5, 0.5], "std": [0.25]}, {"mean": ["0.5"], "std": [True]}, {"mean": 0.5}, {}],
+    ids=["wrong-channels", "not-numbers", "not-a-list", "none"],
+)
+def test_metadata_states_a_normalization_only_when_it_is_one_number_per_channel(normalization: dict) -> None:
+    model = build_model(EVERY_OP[0], num_classes=10, in_chans=1, img_size=IMG)
+    meta = onnx_metadata(model, normalization)
+    assert "mean" not in meta and "std" not in meta and meta["input"].endswith("normalised as in training")
+    meta = onnx_metadata(model, {"mean": [0.25], "std": [0.5]})
+    assert (meta["mean"], meta["std"]) == ("[0.25]", "[0.5]") and "mean [0.25] and std [0.5]" in meta["input"]
+
+
 def test_cli_help_states_the_opset() -> None:
     assert f"opset {ONNX_OPSET}" in " ".join(CliRunner().invoke(app, ["export", "--help"]).output.split())
 
