@@ -79,7 +79,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--seconds", type=float, default=1.0, help="timing per format of a measured network (default 1)"
     )
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    for device in args.devices or []:
+        try:
+            device_name(device)  # checks it: a present CPU or CUDA device
+        except ValueError as err:
+            parser.error(f"--devices: {str(err).removeprefix('device: ')}")
+    return args
 
 
 def _row(seed: int, arch: Arch, estimate: LatencyEstimate, measured: dict[str, float], img_size: int) -> dict:

@@ -337,3 +337,17 @@ def test_training_after_a_measurement_in_the_same_process(tmp_path: Path) -> Non
     model = build_model(arch, num_classes=10, img_size=IMG)
     model(torch.randn(2, 3, IMG, IMG)).sum().backward()
     assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is present")
+def test_the_latency_benchmark_refuses_a_missing_device_in_one_sentence(capsys) -> None:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_latency.py"
+    spec = importlib.util.spec_from_file_location("bench_latency", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    with pytest.raises(SystemExit) as exit_info:
+        bench.parse_args(["--devices", "cpu", "cuda:0"])
+    assert exit_info.value.code == 2
+    assert "--devices: 'cuda:0' asks for CUDA, which this machine does not have" in capsys.readouterr().err
