@@ -180,3 +180,30 @@ def test_the_failure_streak_counts_one_reason_in_a_row() -> None:
         streak.add(False, {}, failure=reason)  # a new reason, or a trial that completed, starts again
     with pytest.raises(SameFailure, match=r"the last 3 trials all failed with the same reason.*error: B"):
         streak.add(False, {}, failure="error: B")
+
+
+def test_a_ray_search_whose_trials_all_fail_the_same_way_stops(tmp_path: Path) -> None:
+    """The same stop on Ray: the searcher counts the reasons its workers report. A deadline no trial can
+    meet fails every one the same way in the Ray workers' own processes (no patch reaches them)."""
+    import ray
+
+    settings = SearchSettings(
+        space="coatnet",
+        evaluator="proxy",
+        backend="ray",
+        budget="2h",
+        baselines=False,
+        trial_timeout=0.01,
+        runs_dir=str(tmp_path),
+        study="bad-ray",
+    )
+    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        outcome = run_search(settings)
+    finally:
+        ray.shutdown()
+    assert len(outcome.trials) == FAILED_IN_A_ROW and (outcome.trials["state"] == "FAIL").all()
+    assert outcome.stopped is not None and outcome.stopped.startswith(
+        f"the last {FAILED_IN_A_ROW} trials all failed with the same reason"
+    )
+    assert "timeout:" in outcome.stopped
