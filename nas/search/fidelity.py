@@ -103,15 +103,6 @@ class Ladder:
         for the ``1 / eta**r`` of trials that reach it (so ``1 + (rungs - 1) * (1 - 1 / eta)``)."""
         return 1 + sum((self.eta**r - self.eta ** (r - 1)) / self.eta**r for r in range(1, self.rungs))
 
-    def to_dict(self) -> dict[str, int | str | None]:
-        return {
-            "eta": self.eta,
-            "rungs": self.rungs,
-            "min_images": self.min_images,
-            "schedule": self.schedule,
-            "val_images": self.val_images,
-        }
-
 
 @dataclass(frozen=True)
 class RungResult:

@@ -30,10 +30,6 @@ class Objective:
     def __str__(self) -> str:
         return f"{self.name}:{self.direction[:3]}"
 
-    def better(self, a: float, b: float) -> bool:
-        """Whether value ``a`` is strictly better than ``b``."""
-        return a > b if self.direction == "maximize" else a < b
-
 
 def parse_objectives(spec: str | Sequence[str]) -> tuple[Objective, ...]:
     """``"top1,macs"`` or ``["top1:max", "macs:min"]`` -> objectives; ValueError in one sentence otherwise."""
