@@ -25,7 +25,7 @@ demo: setup
 	$(VENV)/bin/nas search
 
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -X faulthandler -m pytest -q
 
 lint: setup
 	$(VENV)/bin/ruff check .
