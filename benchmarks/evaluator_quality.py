@@ -29,7 +29,8 @@ architecture, and which proxy variant ranks best and whether it beats the ``cpu`
 The cheap parts run first (zero-cost scores, the one-shot supernet and its scores, every proxy variant), then
 the references one architecture at a time. Every result is cached as it is computed, in one small JSON file
 per study, ``--cache-dir``/``<space>-s<seed>.json`` (``benchmarks/results/evaluator_quality/``, committed: no
-weights), keyed by the shrunk network's key and that part's settings, so a run stopped anywhere (Ctrl-C, a
+weights), keyed by the shrunk network's key and that part's settings (and ``--device``'s type, except the
+CPU's), so a run stopped anywhere (Ctrl-C, a
 kill, ``--stop-after``) resumes in a later session and computes only what is missing. The one-shot
 supernet's checkpoints stay under ``--supernet-dir`` (``runs/evaluator_quality/``, not committed); once its
 scores are cached it is not needed again. ``--status`` prints what is done and left per part, and
@@ -40,6 +41,10 @@ Run from the repository root::
     .venv/bin/python benchmarks/evaluator_quality.py --space coatnet --seed 1   # one study; resumable
     .venv/bin/python benchmarks/evaluator_quality.py --status                   # all four studies
     .venv/bin/python benchmarks/evaluator_quality.py --markdown
+    .venv/bin/python benchmarks/evaluator_quality.py --space sasa --seed 1 --device cuda  # on a GPU, in bf16
+
+``--device cuda`` trains the proxies, the references and the one-shot supernet on the GPU (the zero-cost
+scores stay on the CPU); its results are cached apart from the CPU's and written as ``<space>-s<seed>-cuda``.
 
 Each study writes ``evaluator_quality-<space>-s<seed>.json`` (settings, per-architecture rows, per-evaluator
 summary, timings; ``"partial": true`` while references are missing) and ``.png`` (reference top-1 against each
@@ -52,6 +57,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import fcntl
 import functools
 import hashlib
 import json
@@ -119,26 +125,35 @@ class Cache:
     """Per-architecture results of each part, in one JSON file, written after every new result.
 
     An entry is keyed by ``part/settings_id/arch key``; the settings themselves are stored once under their
-    id so the file says what each result was computed with.
+    id so the file says what each result was computed with. Several processes (``--shard``) share one file:
+    a write holds an exclusive lock on ``<file>.lock``, reads the file again and adds its entry, so no
+    process's result is lost to another's write.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.data: dict[str, Any] = {"settings": {}, "results": {}}
-        if path.exists():
-            self.data = json.loads(path.read_text())
+        self.reload()
+
+    def reload(self) -> None:
+        """Read the file again: what other shards wrote since."""
+        if self.path.exists():
+            self.data = json.loads(self.path.read_text())
 
     def get(self, part: str, settings: dict[str, Any], key: str) -> dict[str, Any] | None:
         return self.data["results"].get(f"{part}/{settings_id(settings)}/{key}")
 
     def put(self, part: str, settings: dict[str, Any], key: str, result: dict[str, Any]) -> None:
         sid = settings_id(settings)
-        self.data["settings"][sid] = {"part": part, **settings}
-        self.data["results"][f"{part}/{sid}/{key}"] = result
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True) + "\n")  # -inf: -Infinity, read back
-        os.replace(tmp, self.path)  # atomic: an interrupted write never corrupts the cache
+        with open(self.path.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            self.reload()  # what other shards wrote meanwhile
+            self.data["settings"][sid] = {"part": part, **settings}
+            self.data["results"][f"{part}/{sid}/{key}"] = result
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True) + "\n")  # -inf: -Infinity
+            os.replace(tmp, self.path)  # atomic: an interrupted write never corrupts the cache
 
 
 # --- the parts -------------------------------------------------------------------------------------------
@@ -212,13 +227,13 @@ def trained_images(profile: ProxyProfile, data: DataSplit) -> int:
 
 
 def train_part(
-    arch: Arch, profile: ProxyProfile, data: DataSplit, seed: int, config: TrainConfig
+    arch: Arch, profile: ProxyProfile, data: DataSplit, seed: int, config: TrainConfig, device: torch.device
 ) -> dict[str, Any]:
-    """Top-1 after training ``profile.apply(arch)`` from ``seed``; ``seconds`` is the whole call's wall time
-    (build, training, validation). A diverged run scores None (ranked last)."""
+    """Top-1 after training ``profile.apply(arch)`` from ``seed`` on ``device``; ``seconds`` is the whole
+    call's wall time (build, training, validation). A diverged run scores None (ranked last)."""
     start = time.perf_counter()
     try:
-        out = train_proxy(arch, profile, data, seed=seed, config=config)
+        out = train_proxy(arch, profile, data, seed=seed, config=config, device=device)
     except TrainingDiverged as err:
         return {"top1": None, "diverged": str(err), "seconds": time.perf_counter() - start}
     return {
@@ -229,6 +244,9 @@ def train_part(
         "eval_seconds": out["eval_seconds"],
         "seconds": time.perf_counter() - start,
         "proxy_params": out["params"],
+        "device": out["device"],
+        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "amp": out["amp"],
     }
 
 
@@ -259,10 +277,20 @@ def first_batch(data: DataSplit, batch_size: int, seed: int) -> torch.Tensor:
     return next(iter(train))[0]
 
 
-def training_settings(profile: ProxyProfile, config: TrainConfig, seed: int, data: DataSplit) -> dict:
+def training_settings(
+    profile: ProxyProfile, config: TrainConfig, seed: int, data: DataSplit, device: torch.device
+) -> dict:
     """What a trained part's result depends on (the profile's name and description do not count)."""
     schedule = {k: v for k, v in dataclasses.asdict(profile).items() if k not in ("name", "description")}
-    return {"profile": schedule, "config": dataclasses.asdict(config), "seed": seed, "data": data.describe()}
+    out = {"profile": schedule, "config": dataclasses.asdict(config), "seed": seed, "data": data.describe()}
+    return with_device(out, device)
+
+
+def with_device(settings: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    """``settings`` keyed by the device type too, except the CPU's (so the caches computed before results
+    could come from a GPU keep their keys): a GPU trains in bf16 with other kernels, so its results never
+    stand in for the CPU's, nor the CPU's for its."""
+    return settings if device.type == "cpu" else {**settings, "device": device.type}
 
 
 class OneShot:
@@ -276,6 +304,7 @@ class OneShot:
         profile: ProxyProfile,
         data: DataSplit,
         seed: int,
+        device: torch.device,
     ) -> None:
         self.skipped: str | None = None
         self.settings: dict[str, Any] = {}
@@ -290,14 +319,19 @@ class OneShot:
             return
         overrides = {"epochs": args.oneshot_epochs, "train_samples": args.oneshot_samples}
         config = OneShotConfig(**{k: v for k, v in overrides.items() if v is not None})
-        self.settings = {
-            "profile": dataclasses.asdict(profile),
-            "config": dataclasses.asdict(config),
-            "seed": seed,
-            "data": data.describe(),
-        }
+        self.settings = with_device(
+            {
+                "profile": dataclasses.asdict(profile),
+                "config": dataclasses.asdict(config),
+                "seed": seed,
+                "data": data.describe(),
+            },
+            device,
+        )
         run_dir = Path(args.supernet_dir) / f"{space.name}-s{seed}-{settings_id(self.settings)}"
-        self._make = lambda: OneShotEvaluator(space, profile, data, seed=seed, config=config, run_dir=run_dir)
+        self._make = lambda: OneShotEvaluator(
+            space, profile, data, seed=seed, config=config, run_dir=run_dir, device=device
+        )
         self.run_dir = run_dir
 
     def train_info(self, cache: Cache) -> dict[str, Any] | None:
@@ -340,6 +374,8 @@ class Study:
 
     def __init__(self, space: str, seed: int, args: argparse.Namespace) -> None:
         self.space, self.seed = get_space(space), seed
+        self.shard, self.shards = args.shard
+        self.device = torch.device(args.device)
         self.base = self.space.profile(PROFILE)
         self.data = load_dataset(DATASET, img_size=self.base.img_size, seed=seed)
         self.cache = Cache(Path(args.cache_dir) / f"{space}-s{seed}.json")
@@ -370,13 +406,14 @@ class Study:
                     f"{self.ref_images} ({space})"
                 )
         self.archs = sample_archs(self.space, self.base, args.n, seed)
-        self.oneshot = OneShot(args, self.space, self.base, self.data, seed)
+        self.oneshot = OneShot(args, self.space, self.base, self.data, seed, self.device)
         self._naswot_batch: torch.Tensor | None = None
         self.parts = self._parts()
 
     @property
     def label(self) -> str:
-        return f"{self.space.name}-s{self.seed}"
+        gpu = "" if self.device.type == "cpu" else f"-{self.device.type}"
+        return f"{self.space.name}-s{self.seed}{gpu}"
 
     def _parts(self) -> list[Part]:
         """Cheap parts first, so a study stopped during its references has every other column complete."""
@@ -413,8 +450,8 @@ class Study:
         return Part(
             name,
             name.split(":")[0],
-            training_settings(profile, config, self.seed, self.data),
-            lambda arch, net: train_part(arch, profile, self.data, self.seed, config),
+            training_settings(profile, config, self.seed, self.data, self.device),
+            lambda arch, net: train_part(arch, profile, self.data, self.seed, config, self.device),
             trained_images(profile, self.data),
         )
 
@@ -433,6 +470,8 @@ class Study:
         for part in self.parts:
             for i, (_, arch) in enumerate(self.archs, start=1):
                 net = self.base.apply(arch)
+                if not self.mine(part, i - 1):
+                    continue
                 if self.cache.get(part.kind, part.settings, net.key) is not None:
                     continue
                 if time.perf_counter() > deadline:
@@ -444,6 +483,13 @@ class Study:
                     f"{self.label} [{i}/{len(self.archs)}] {part.name} {net.key}: {_fmt(result)}", flush=True
                 )
         return True
+
+    def mine(self, part: Part, index: int) -> bool:
+        """Whether this process computes ``part`` of the ``index``-th architecture: under ``--shard I/N``
+        the architectures whose index is I modulo N, and the one-shot part (one supernet) on shard 0 only."""
+        if part.kind == "oneshot":
+            return self.shard == 0
+        return index % self.shards == self.shard
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per architecture with every cached result (a part not computed yet is absent)."""
@@ -533,7 +579,7 @@ class Study:
             "torch": torch.__version__,
             "python": platform.python_version(),
             "machine": platform.machine(),
-            "device": "cpu",
+            "device": self.device.type,
         }
         summary = summarize(rows, self.evaluators(), oneshot_info)
         return {
@@ -801,6 +847,14 @@ def plot(result: dict[str, Any], path: Path) -> bool:
 # --- the command line ------------------------------------------------------------------------------------
 
 
+def parse_shard(text: str) -> tuple[int, int]:
+    """``I/N`` as (I, N), 0 <= I < N."""
+    index, _, count = text.partition("/")
+    if not (index.isdigit() and count.isdigit() and int(index) < int(count)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not I/N with 0 <= I < N, e.g. 0/4")
+    return int(index), int(count)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--space", nargs="+", choices=SPACES, default=list(SPACES), help="default: both")
@@ -819,6 +873,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--supernet-dir", default=str(ROOT / "runs" / "evaluator_quality"))
     parser.add_argument("--no-oneshot", action="store_true", help="skip the one-shot evaluator")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    parser.add_argument(
+        "--shard",
+        default="0/1",
+        type=parse_shard,
+        help="I/N: compute only the architectures whose index is I modulo N (the one-shot part on 0/N), so N "
+        "processes, e.g. on one GPU, share a study and its cache file (default 0/1: all)",
+    )
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help="where proxies, references and the one-shot supernet train (default cpu; cuda trains in bf16 "
+        "and caches apart); zero-cost scores stay on the CPU",
+    )
     ref = parser.add_argument_group("reference (default per space: REFERENCES)")
     ref.add_argument("--ref-epochs", type=int)
     ref.add_argument("--ref-samples", type=int, help="training images per epoch")
@@ -830,6 +897,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.n < 2:
         parser.error("--n: at least 2 architectures are needed to rank")
+    try:
+        device = torch.device(args.device)
+    except RuntimeError:
+        parser.error(f"--device: {args.device!r} is not a torch device (cpu, cuda, cuda:1)")
+    reading = args.status or args.markdown  # a GPU's cached results read anywhere
+    if device.type not in ("cpu", "cuda") or (
+        device.type == "cuda" and not reading and not torch.cuda.is_available()
+    ):
+        here = "cpu, cuda" if torch.cuda.is_available() else "cpu"
+        parser.error(f"--device: {args.device!r} is not available here ({here})")
     return args
 
 
@@ -853,6 +930,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for study in studies:
         study.compute(deadline)
+        study.cache.reload()
         result = study.result()
         path = out / f"evaluator_quality-{study.label}.json"
         path.write_text(json.dumps(finite(result), indent=1) + "\n")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import multiprocessing
 import sys
 from pathlib import Path
 
@@ -42,9 +43,9 @@ def fake(eq, synthetic, monkeypatch):
     """Training and zero-cost scoring replaced by functions of the shrunk network; ``calls`` records them."""
     calls: list[tuple[str, str]] = []
 
-    def train_part(arch, profile, data, seed, config):
+    def train_part(arch, profile, data, seed, config, device):
         net = profile.apply(arch).key
-        calls.append((f"{profile.name}/lr{config.lr}", net))
+        calls.append((f"{profile.name}/lr{config.lr}" + ("" if device.type == "cpu" else f"@{device}"), net))
         noise = _quality(net + profile.name + str(config.lr)) * (0.02 if "reference" in profile.name else 0.3)
         return {"top1": 100 * (_quality(net) + noise) / 1.3, "seconds": 2.0}
 
@@ -134,6 +135,72 @@ def test_variant_over_a_tenth_of_the_reference_is_refused(eq, fake, tmp_path, ca
     assert eq.main(_args(tmp_path, "--variants", "e2-x3")) == 2
     assert "proxy variant 'e2-x3'" in capsys.readouterr().err
     assert not fake
+
+
+def test_shards_share_a_study_and_together_compute_it_once(eq, fake, tmp_path, capsys):
+    n = ["--n", "5", "--variants", "cpu"]
+    assert eq.main([*_args(tmp_path, "--shard", "0/2"), *n]) == 0
+    first = list(fake)
+    assert eq.main([*_args(tmp_path, "--shard", "1/2"), *n]) == 0
+    second = fake[len(first) :]
+    nets = lambda calls: {net for _, net in calls}  # noqa: E731
+    assert len(nets(first)) == 3 and len(nets(second)) == 2 and not nets(first) & nets(second)
+    result = json.loads((tmp_path / "out" / "evaluator_quality-coatnet-s1.json").read_text())
+    assert not result["partial"] and result["summary"]["reference"]["n"] == 5  # the last shard read both
+    fake.clear()
+    assert eq.main([*_args(tmp_path), *n]) == 0 and not fake
+    for bad in ("2/2", "1", "a/b", "-1/2"):
+        with pytest.raises(SystemExit) as exit_:
+            eq.parse_args(_args(tmp_path, "--shard", bad))
+        assert exit_.value.code == 2
+    assert "--shard" in capsys.readouterr().err
+
+
+def _put_many(path: str, shard: int) -> None:
+    module = sys.modules.get("evaluator_quality") or _load()
+    cache = module.Cache(Path(path))
+    for i in range(40):
+        cache.put("reference", {"shard": shard}, f"net{i}", {"top1": float(i)})
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location(
+        "evaluator_quality", ROOT / "benchmarks" / "evaluator_quality.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cache_writers_in_parallel_lose_nothing(eq, tmp_path):
+    path = tmp_path / "cache" / "coatnet-s1.json"
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_put_many, args=(str(path), shard)) for shard in range(3)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+    assert [worker.exitcode for worker in workers] == [0, 0, 0]
+    assert len(json.loads(path.read_text())["results"]) == 3 * 40
+
+
+def test_gpu_results_are_cached_apart(eq, fake, tmp_path, capsys, monkeypatch):
+    assert eq.main(_args(tmp_path, "--variants", "cpu")) == 0
+    with pytest.raises(SystemExit) as exit_:  # no CUDA here: refused before anything trains
+        eq.parse_args(_args(tmp_path, "--device", "cuda"))
+    assert exit_.value.code == 2 and "--device: 'cuda' is not available here" in capsys.readouterr().err
+    assert eq.main(_args(tmp_path, "--variants", "cpu", "--device", "cuda", "--status")) == 0
+    status = capsys.readouterr().out  # the CPU's trainings do not count for the GPU; its zero-cost scores do
+    assert status.count("0/3 done") == 2 and "zero_cost" in status and status.count("3/3 done") == 1
+    monkeypatch.setattr(eq.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(eq.torch.cuda, "get_device_name", lambda device: "fake GPU")
+    fake.clear()
+    assert eq.main(_args(tmp_path, "--variants", "cpu", "--device", "cuda")) == 0
+    assert {name for name, _ in fake} == {"cpu/lr0.001@cuda", "cpu-reference/lr0.001@cuda"}
+    gpu = json.loads((tmp_path / "out" / "evaluator_quality-coatnet-s1-cuda.json").read_text())
+    cpu = json.loads((tmp_path / "out" / "evaluator_quality-coatnet-s1.json").read_text())
+    assert (gpu["settings"]["device"], cpu["settings"]["device"]) == ("cuda", "cpu")
 
 
 @pytest.mark.slow
