@@ -77,6 +77,8 @@ from results.store import feasible_rows  # noqa: E402
 from search_spaces import get_space  # noqa: E402
 
 PROFILE, EVALUATOR = "cpu", "proxy"
+# The profile fields that make its proxy schedule, not its network: a training does not depend on them.
+PROXY_SCHEDULE = ("name", "description", "epochs", "batch_size", "train_samples", "val_samples")
 PAIRS = {
     "coatnet": ("CoAtNet-0", "CoAtNet-1"),
     "sasa": ("ResNet-26 full-attention", "ResNet-50 full-attention"),
@@ -270,10 +272,12 @@ class Training:
 
     @property
     def settings(self) -> dict[str, Any]:
-        """What the result depends on besides the architecture and the seed."""
+        """What the result depends on besides the architecture and the seed: of the profile, only the
+        network's shape (``nas train`` takes its schedule from the options, not the profile's proxy one)."""
+        profile = dataclasses.asdict(get_space(self.space).profile(PROFILE))
         return {
             "space": self.space,
-            "profile": dataclasses.asdict(get_space(self.space).profile(PROFILE)),
+            "profile": {k: v for k, v in profile.items() if k not in PROXY_SCHEDULE},
             "dataset": self.dataset,
             "epochs": self.epochs,
             "batch_size": self.batch_size,

@@ -34,7 +34,7 @@ def _quality(key: str) -> float:
 
 @pytest.fixture(scope="module")
 def synthetic(eq):
-    """10000 training images: a reference of 2 x 9984 is 10x the cpu profile's 1984."""
+    """10000 training images: a reference of 4 x 9984 is 10x the cpu profile's 3968."""
     return eq.load_dataset("synthetic", img_size=32, seed=1, train_samples=10000, val_size=200)
 
 
@@ -61,10 +61,10 @@ def fake(eq, synthetic, monkeypatch):
 
 
 def _args(tmp_path: Path, *extra: str) -> list[str]:
-    # reference: 2 x 9984 images = 19968 >= 10x the cpu profile's 1984; the fakes train nothing
+    # reference: 4 x 9984 images = 39936 >= 10x the cpu profile's 3968; the fakes train nothing
     return [
         "--space", "coatnet", "--seed", "1", "--n", "3", "--no-oneshot",
-        "--ref-epochs", "2", "--ref-samples", "10000",
+        "--ref-epochs", "4", "--ref-samples", "10000",
         "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"), *extra,
     ]  # fmt: skip
 
@@ -95,8 +95,8 @@ def test_study_resumes_from_its_cache(eq, fake, tmp_path, capsys, monkeypatch):
     assert len(fake) == 3 * 4  # zero-cost, two variants, the reference: once per architecture
     result = json.loads((tmp_path / "out" / "evaluator_quality-coatnet-s1.json").read_text())
     assert (tmp_path / "out" / "evaluator_quality-coatnet-s1.png").stat().st_size > 0
-    assert not result["partial"] and result["settings"]["trained_images"]["proxy:cpu"] == 1984
-    assert result["settings"]["reference_to_proxy_compute"] == pytest.approx(19968 / 1984)
+    assert not result["partial"] and result["settings"]["trained_images"]["proxy:cpu"] == 3968
+    assert result["settings"]["reference_to_proxy_compute"] == pytest.approx(39936 / 3968)
     proxies = {k: v for k, v in result["summary"]["evaluators"].items() if k.startswith("proxy:")}
     assert set(proxies) == {"proxy:cpu", "proxy:lr3e-3"}
     assert all(s["n"] == 3 and -1 <= s["spearman"] <= 1 for s in proxies.values())
@@ -125,13 +125,13 @@ def test_study_resumes_from_its_cache(eq, fake, tmp_path, capsys, monkeypatch):
     assert eq.main(_args(tmp_path, "--variants", "cpu", "n1500", "--markdown")) == 0
     table = capsys.readouterr().out
     assert "(partial: 3 of 3 references; missing per part: proxy:n1500 3)" in table
-    assert "| proxy cpu (default) | 1984 | 3 |" in table and "| proxy n1500 | | 0 |" in table
+    assert "| proxy cpu (default) | 3968 | 3 |" in table and "| proxy n1500 | | 0 |" in table
 
 
 def test_variant_over_a_tenth_of_the_reference_is_refused(eq, fake, tmp_path, capsys):
     assert eq.main(_args(tmp_path, "--variants", "cpu", "e2")) == 2
     err = capsys.readouterr().err.strip()
-    assert "more than a tenth of the reference's 19968" in err and len(err.splitlines()) == 1
+    assert "more than a tenth of the reference's 39936" in err and len(err.splitlines()) == 1
     assert eq.main(_args(tmp_path, "--variants", "e2-x3")) == 2
     assert "proxy variant 'e2-x3'" in capsys.readouterr().err
     assert not fake

@@ -198,7 +198,7 @@ def test_the_study_trains_pairs_seed_by_seed_and_writes_partial_results(svb, tmp
     first, second = result["pairs"]
     assert first["stats"]["n"] == 2 and not first["partial"] and first["stats"]["difference"]["mean"] == 4.0
     assert second["found"]["key"] == found.key and second["stats"]["difference"]["values"] == [3.0, 3.0]
-    assert result["settings"]["training_to_proxy_images"] == pytest.approx(2 * 64 / 1984)  # 2 epochs of 64
+    assert result["settings"]["training_to_proxy_images"] == pytest.approx(2 * 64 / 3968)  # 2 epochs of 64
     escaped = found.key.replace("|", "\\|")  # the key's pipes would split the cell
     assert f"| CoAtNet-0 | 4.17G / 25.0M | `{escaped}` (1) | 0.00G / 0.0M | 50.0 / 55.0 |" in svb.markdown(
         result
