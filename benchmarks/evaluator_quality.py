@@ -474,8 +474,8 @@ class Study:
         return [self.cache.get(part.kind, part.settings, self.base.apply(arch).key) for _, arch in self.archs]
 
     def compute(self, deadline: float) -> bool:
-        """Compute every missing result, part by part, starting none after ``deadline`` (perf_counter);
-        True if the study is complete."""
+        """Compute every missing result of this shard, part by part, starting none after ``deadline``
+        (perf_counter); True if this shard's share is complete."""
         for part in self.parts:
             for i, (_, arch) in enumerate(self.archs, start=1):
                 net = self.base.apply(arch)
