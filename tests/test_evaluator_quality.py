@@ -16,16 +16,21 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def eq():
+def _load():
+    """benchmarks/evaluator_quality.py as module `evaluator_quality` (spawned writers load it too)."""
     spec = importlib.util.spec_from_file_location(
         "evaluator_quality", ROOT / "benchmarks" / "evaluator_quality.py"
     )
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
-    yield module
-    del sys.modules[spec.name]
+    return module
+
+
+@pytest.fixture(scope="module")
+def eq():
+    yield _load()
+    del sys.modules["evaluator_quality"]
 
 
 def _quality(key: str) -> float:
@@ -161,16 +166,6 @@ def _put_many(path: str, shard: int) -> None:
     cache = module.Cache(Path(path))
     for i in range(40):
         cache.put("reference", {"shard": shard}, f"net{i}", {"top1": float(i)})
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location(
-        "evaluator_quality", ROOT / "benchmarks" / "evaluator_quality.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_cache_writers_in_parallel_lose_nothing(eq, tmp_path):
