@@ -49,6 +49,26 @@ def test_a_resume_under_other_terms_is_refused_naming_the_term(tmp_path: Path, c
         open_study(_settings(tmp_path, resume=True, **changes))
 
 
+def test_a_profile_whose_schedule_changed_is_another_proxy(tmp_path: Path, monkeypatch) -> None:
+    """A release that changes what a profile trains (coatnet's cpu profile went from 2000 to 4000 images)
+    does not silently mix the two proxies in one study."""
+    from dataclasses import replace
+
+    from search_spaces.coatnet import CoAtNetSpace
+
+    open_study(_settings(tmp_path))
+    cpu = CoAtNetSpace.profiles["cpu"]
+    monkeypatch.setitem(CoAtNetSpace.profiles, "cpu", replace(cpu, train_samples=cpu.train_samples // 2))
+    with pytest.raises(ValueError) as err:
+        open_study(_settings(tmp_path, resume=True))
+    assert str(err.value) == (
+        f"study 'terms' was searched with the cpu profile's train_samples {cpu.train_samples}; "
+        f"it cannot be resumed with train_samples {cpu.train_samples // 2}"
+    )
+    monkeypatch.setitem(CoAtNetSpace.profiles, "cpu", replace(cpu, description="reworded"))
+    open_study(_settings(tmp_path, resume=True))  # a new description is the same proxy
+
+
 def test_how_long_and_where_a_study_runs_may_change(tmp_path: Path) -> None:
     open_study(_settings(tmp_path))
     open_study(_settings(tmp_path, resume=True, budget="1h", seed=3, workers=2, latency_device="cpu"))

@@ -2,7 +2,8 @@
 
 A study's trials are comparable only when they were measured the same way: the same space, objectives and
 hard limits, the same fidelity (single, or the ladder's shape), the same evaluator with the same resolved
-configuration and proxy profile, the same dataset, the MACs counted at the same image size and, where latency
+configuration and proxy profile (by name and by what it trains: a profile whose schedule changed between
+releases is a different proxy), the same dataset, the MACs counted at the same image size and, where latency
 is searched or limited, measured on the same device at the same batch. The first session records these
 *terms* with the study (Optuna: one study user attribute per term; Ray: a ``terms`` line of the ledger); a
 resume under other terms is refused in one sentence, before any trial runs, naming the first term that
@@ -39,6 +40,7 @@ def study_terms(settings: Any) -> dict[str, Any]:
         "evaluator": settings.evaluator,
         "evaluator_config": dataclasses.asdict(config) if config is not None else None,
         "profile": settings.profile,
+        "proxy_profile": _profile_fields(settings),
         "dataset": f"{kind}:{Path(folder).expanduser().resolve()}" if folder else settings.dataset,
         "macs_img_size": settings.macs_img_size,
         "latency": [settings.latency_device, settings.latency_batch] if latency else None,
@@ -56,6 +58,12 @@ def check_terms(study: str, recorded: Mapping[str, Any], terms: Mapping[str, Any
             was = {**_FIDELITY_DEFAULTS, **was}
         if _same(name, was, now):
             continue
+        if name == "proxy_profile":  # the fields that differ, not the whole profile
+            changed = sorted(k for k in {*was, *now} if was.get(k) != now.get(k))
+            raise ValueError(
+                f"study {study!r} was searched with the {terms['profile']} profile's "
+                f"{_fields(was, changed)}; it cannot be resumed with {_fields(now, changed)}"
+            )
         if name in ("space", "objectives"):  # the study's identity: both named
             searched = ", ".join(recorded.get("objectives", []))
             raise ValueError(
@@ -66,6 +74,18 @@ def check_terms(study: str, recorded: Mapping[str, Any], terms: Mapping[str, Any
             f"study {study!r} was searched {_describe(name, was)}; "
             f"it cannot be resumed {_describe(name, now)}"
         )
+
+
+def _profile_fields(settings: Any) -> dict[str, Any]:
+    """The proxy profile's fields (shape and schedule), its name and description aside."""
+    from search_spaces import get_space  # the spaces import the model builder: loaded when asked
+
+    profile = dataclasses.asdict(get_space(settings.space).profile(settings.profile))
+    return {k: v for k, v in profile.items() if k not in ("name", "description")}
+
+
+def _fields(values: Mapping[str, Any], names: list[str]) -> str:
+    return ", ".join(f"{name} {values.get(name, 'unset')}" for name in names)
 
 
 def _fidelity(settings: Any) -> dict[str, Any]:
