@@ -15,9 +15,14 @@ what every evaluator here sees) and scores each with:
   profile as it is, ``e2-n4000-b128-v6000-lr3e-3`` trains 2 epochs (``e``) of 4000 images (``n``) at batch
   128 (``b``), validates on 6000 images (``v``) with AdamW's learning rate 3e-3 (``lr``); a field a name does
   not give is the profile's. Every variant must train at most a tenth of the reference's images;
-- ``oneshot``: :class:`evaluators.oneshot.OneShotEvaluator` with its default config, trained once (its
-  seconds are reported in total and amortised over the N architectures), then scoring every architecture;
-  skipped, and the JSON says why, with ``--no-oneshot`` or when ``evaluators.oneshot`` does not import;
+- ``oneshot``: :class:`evaluators.oneshot.OneShotEvaluator` under each one-shot variant of
+  ``--oneshot-variants`` (default: the space's :data:`ONESHOT_VARIANTS`): ``default`` is ``OneShotConfig()``
+  (reported as ``oneshot``), ``e8-bn32`` trains the supernet 8 epochs (``e``) and recalibrates BatchNorm on
+  32 batches (``bn``) before scoring (also ``n`` images per epoch, ``lr``, ``p`` random paths per step,
+  ``sw`` the sandwich rule, ``ft`` fine-tuning steps; reported as ``oneshot:e8-bn32``). Each supernet is
+  trained once (its seconds are reported in total and amortised over the N architectures; variants that
+  differ only in how they score share one), then scores every architecture; skipped, and the JSON says
+  why, with ``--no-oneshot`` or when ``evaluators.oneshot`` does not import;
 - the training-free rankers of :mod:`evaluators.zero_cost` on the same shrunk network (1 input channel,
   10 classes, 32 px): ``params``, ``macs``, ``synflow`` and ``naswot`` (on the first training minibatch of
   the cpu profile's batch size). Higher is better for every score, as that module defines them.
@@ -95,6 +100,7 @@ MIN_PROXY_SPEARMAN = 0.8  # targets of issue 18: the proxy ranks like the refere
 MIN_ONESHOT_KENDALL = 0.6  # the one-shot supernet well enough to search with
 MAX_VARIANT_SHARE = 0.1  # a proxy variant trains at most this share of the reference's images
 DEFAULT_VARIANT = "cpu"  # the space's cpu profile as it is: the proxy a search uses
+DEFAULT_ONESHOT = "default"  # OneShotConfig() as it is: the one-shot evaluator a search uses
 # Profile fields the one-shot evaluator does not read (it trains on OneShotConfig's schedule), left out of
 # its results' cache key so a change of the proxy's schedule does not retrain the supernet.
 ONESHOT_IGNORES = ("name", "description", "epochs", "train_samples", "batch_size")
@@ -115,8 +121,21 @@ VARIANTS: dict[str, tuple[str, ...]] = {
     "coatnet": ("cpu", "n2000", "e2-n2000", "n5000-b128", "lr3e-3-n2000", "n4000-v6000"),
     "sasa": ("cpu", "e1", "e4", "n12000", "lr3e-3"),
 }
-_VARIANT_FIELDS = {"e": "epochs", "n": "train_samples", "b": "batch_size", "v": "val_samples"}
-_VARIANT_TOKEN = re.compile(r"(lr|e|n|b|v)([0-9][0-9.]*(?:e-?[0-9]+)?)(-|$)")
+# One-shot variants per space (see parse_oneshot_variant): a longer-trained supernet and more careful
+# scoring (more BatchNorm recalibration batches, a few fine-tuning steps of the extracted network).
+ONESHOT_VARIANTS: dict[str, tuple[str, ...]] = {
+    "coatnet": (DEFAULT_ONESHOT, "bn32", "ft20", "ft50", "e8-bn32", "e8-ft20"),
+    "sasa": (DEFAULT_ONESHOT,),
+}
+# A variant name's letters: the field each changes and its type (bool: a flag, the letters alone).
+_PROXY_FIELDS: dict[str, tuple[str, type]] = {
+    "e": ("epochs", int), "n": ("train_samples", int), "b": ("batch_size", int), "v": ("val_samples", int),
+    "lr": ("lr", float),
+}  # fmt: skip
+_ONESHOT_FIELDS: dict[str, tuple[str, type]] = {
+    "e": ("epochs", int), "n": ("train_samples", int), "lr": ("lr", float), "bn": ("bn_batches", int),
+    "ft": ("finetune_steps", int), "p": ("random_paths", int), "sw": ("sandwich", bool),
+}  # fmt: skip
 
 
 # --- the cache -------------------------------------------------------------------------------------------
@@ -166,40 +185,69 @@ class Cache:
 # --- the parts -------------------------------------------------------------------------------------------
 
 
+def parse_fields(name: str, fields: dict[str, tuple[str, type]], what: str, example: str) -> dict[str, Any]:
+    """The ``-``-joined tokens of variant ``name`` as {field: value}: each token is a field's letters and a
+    positive value (``e2``, ``lr3e-3``), or a flag's letters alone (``sw``). ``what`` and ``example`` word
+    the one-sentence refusal of anything else."""
+    letters = "|".join(sorted(fields, key=len, reverse=True))  # longest first: bn before b
+    token = re.compile(rf"({letters})([0-9][0-9.]*(?:e-?[0-9]+)?)?(-|$)")
+    legend = ", ".join(f"{letter} {field}" for letter, (field, _) in fields.items())
+    changes: dict[str, Any] = {}
+    pos = 0
+    while pos < len(name):
+        match = token.match(name, pos)
+        if match is None or (match.group(3) == "-" and match.end() == len(name)):
+            raise ValueError(f"{what} {name!r}: not fields like {example} ({legend})")
+        letter, value = match.group(1), match.group(2)
+        field, kind = fields[letter]
+        if field in changes:
+            raise ValueError(f"{what} {name!r}: {letter} is given twice")
+        if kind is bool:
+            if value is not None:
+                raise ValueError(f"{what} {name!r}: {letter} is a flag and takes no value, got {value!r}")
+            changes[field] = True
+        else:
+            try:
+                number = kind(value)
+            except (TypeError, ValueError):
+                number = -1
+            if not number > 0:
+                raise ValueError(
+                    f"{what} {name!r}: {letter} must be a positive "
+                    f"{'number' if kind is float else 'integer'}, got {value!r}"
+                )
+            changes[field] = number
+        pos = match.end()
+    return changes
+
+
 def parse_variant(name: str, base: ProxyProfile) -> tuple[ProxyProfile, TrainConfig]:
     """The (profile, config) a proxy variant's name describes: ``cpu`` is ``base`` and the default
     config; otherwise ``-``-joined fields ``e<epochs>``, ``n<train images>``, ``b<batch>``, ``v<validation
     images>``, ``lr<AdamW learning rate>``, each changing that field of ``base`` (or of ``TrainConfig()``)."""
     if name == DEFAULT_VARIANT:
         return base, TrainConfig()
-    changes: dict[str, Any] = {}
-    pos = 0
-    while pos < len(name):
-        match = _VARIANT_TOKEN.match(name, pos)
-        if match is None or (match.group(3) == "-" and match.end() == len(name)):
-            raise ValueError(
-                f"proxy variant {name!r}: not 'cpu' nor fields like e2-n4000-b128-v6000-lr3e-3 "
-                "(e epochs, n training images, b batch, v validation images, lr learning rate)"
-            )
-        field, value = match.group(1), match.group(2)
-        target = "lr" if field == "lr" else _VARIANT_FIELDS[field]
-        if target in changes:
-            raise ValueError(f"proxy variant {name!r}: {field} is given twice")
-        try:
-            number = float(value) if field == "lr" else int(value)
-        except ValueError:
-            number = -1
-        if not number > 0:
-            raise ValueError(
-                f"proxy variant {name!r}: {field} must be a positive "
-                f"{'number' if field == 'lr' else 'integer'}, got {value!r}"
-            )
-        changes[target] = number
-        pos = match.end()
+    changes = parse_fields(name, _PROXY_FIELDS, "proxy variant", "'cpu' or e2-n4000-b128-v6000-lr3e-3")
     lr = changes.pop("lr", None)
     profile = dataclasses.replace(base, name=f"{base.name}-{name}", **changes)
     profile = dataclasses.replace(profile, description=describe(profile))
     return profile, TrainConfig() if lr is None else TrainConfig(lr=lr)
+
+
+def parse_oneshot_variant(name: str) -> Any:
+    """The ``OneShotConfig`` a one-shot variant's name describes: ``default`` is ``OneShotConfig()``;
+    otherwise ``-``-joined fields (``e8``, ``n20000``, ``lr1e-3``, ``bn32``, ``ft20``, ``p2``, ``sw``), each
+    changing that field of the default."""
+    from evaluators.oneshot import OneShotConfig
+
+    if name == DEFAULT_ONESHOT:
+        return OneShotConfig()
+    return OneShotConfig(**parse_fields(name, _ONESHOT_FIELDS, "one-shot variant", "'default' or e8-bn32-sw"))
+
+
+def oneshot_name(variant: str) -> str:
+    """The evaluator's name in the results: ``oneshot`` for the default, ``oneshot:<variant>`` otherwise."""
+    return "oneshot" if variant == DEFAULT_ONESHOT else f"oneshot:{variant}"
 
 
 def describe(profile: ProxyProfile) -> str:
@@ -300,19 +348,36 @@ def with_device(settings: dict[str, Any], device: torch.device) -> dict[str, Any
     return settings if device.type == "cpu" else {**settings, "device": device.type}
 
 
+def oneshot_evaluator(
+    space: SearchSpace,
+    profile: ProxyProfile,
+    data: DataSplit,
+    seed: int,
+    config: Any,
+    run_dir: Path,
+    device: torch.device,
+) -> Any:
+    """The one-shot evaluator of a variant (a function of its own, so the fast tests can replace it)."""
+    from evaluators.oneshot import OneShotEvaluator
+
+    return OneShotEvaluator(space, profile, data, seed=seed, config=config, run_dir=run_dir, device=device)
+
+
 class OneShot:
-    """The one-shot evaluator, trained lazily once (not at all if every score is cached), or why it is
-    absent."""
+    """One one-shot variant's evaluator, its supernet trained lazily once (not at all if every score is
+    cached), or why it is absent."""
 
     def __init__(
         self,
         args: argparse.Namespace,
+        variant: str,
         space: SearchSpace,
         profile: ProxyProfile,
         data: DataSplit,
         seed: int,
         device: torch.device,
     ) -> None:
+        self.variant, self.name = variant, oneshot_name(variant)
         self.skipped: str | None = None
         self.settings: dict[str, Any] = {}
         self.evaluator: Any = None
@@ -320,12 +385,12 @@ class OneShot:
             self.skipped = "--no-oneshot"
             return
         try:
-            from evaluators.oneshot import OneShotConfig, OneShotEvaluator
+            from evaluators.oneshot import SCORING_FIELDS
         except ImportError as err:
             self.skipped = f"evaluators.oneshot does not import: {err}"
             return
-        overrides = {"epochs": args.oneshot_epochs, "train_samples": args.oneshot_samples}
-        config = OneShotConfig(**{k: v for k, v in overrides.items() if v is not None})
+        config = parse_oneshot_variant(variant)
+        self.config = config
         # the profile's shape and validation, not its proxy schedule: the supernet trains OneShotConfig's
         used = {k: v for k, v in dataclasses.asdict(profile).items() if k not in ONESHOT_IGNORES}
         self.settings = with_device(
@@ -337,11 +402,20 @@ class OneShot:
             },
             device,
         )
-        run_dir = Path(args.supernet_dir) / f"{space.name}-s{seed}-{settings_id(self.settings)}"
-        self._make = lambda: OneShotEvaluator(
-            space, profile, data, seed=seed, config=config, run_dir=run_dir, device=device
-        )
+        # variants that differ only in how they score share one supernet (its checkpoint does not name them)
+        training = {k: v for k, v in self.settings["config"].items() if k not in SCORING_FIELDS}
+        trained = {**self.settings, "config": training}
+        run_dir = Path(args.supernet_dir) / f"{space.name}-s{seed}-{settings_id(trained)}"
+        self._make = lambda: oneshot_evaluator(space, profile, data, seed, config, run_dir, device)
         self.run_dir = run_dir
+
+    def trained_images(self, data: DataSplit) -> int:
+        """Path-images the supernet trains: every step trains ``random_paths`` paths (and, with the
+        sandwich rule, the largest and the smallest too) on one batch."""
+        cfg = self.config
+        samples = min(cfg.train_samples or len(data.train), len(data.train))
+        paths = cfg.random_paths + 2 * cfg.sandwich
+        return cfg.epochs * (samples // cfg.batch_size) * cfg.batch_size * paths
 
     def train_info(self, cache: Cache) -> dict[str, Any] | None:
         return cache.get("oneshot-train", self.settings, "supernet")
@@ -350,12 +424,12 @@ class OneShot:
         """``arch``'s one-shot top-1, training (or resuming) the supernet first if this run has not."""
         if self.evaluator is None:
             self.evaluator = self._make()
-            print(f"training the one-shot supernet (checkpoints in {self.run_dir}) ...", flush=True)
+            print(f"{self.name}: training the supernet (checkpoints in {self.run_dir}) ...", flush=True)
             info = self.evaluator.train()
             if self.train_info(cache) is None:
                 kept = {k: v for k, v in info.items() if isinstance(v, (int, float, str))}
                 cache.put("oneshot-train", self.settings, "supernet", kept)
-            print(f"supernet trained: {info['train_seconds']:.0f} s", flush=True)
+            print(f"{self.name}: supernet trained: {info['train_seconds']:.0f} s", flush=True)
         start = time.perf_counter()
         out = self.evaluator.evaluate(arch)
         return {
@@ -363,6 +437,10 @@ class OneShot:
             "eval_seconds": out["eval_seconds"],
             "seconds": time.perf_counter() - start,
         }
+
+    def release(self) -> None:
+        """Drop the supernet once this variant's scores are all computed."""
+        self.evaluator = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -415,7 +493,10 @@ class Study:
                     f"{self.ref_images} ({space})"
                 )
         self.archs = sample_archs(self.space, self.base, args.n, seed)
-        self.oneshot = OneShot(args, self.space, self.base, self.data, seed, self.device)
+        variants = args.oneshot_variants or ONESHOT_VARIANTS[space]
+        oneshots = [OneShot(args, v, self.space, self.base, self.data, seed, self.device) for v in variants]
+        self.oneshots = {o.name: o for o in oneshots}
+        self.oneshot_skipped = oneshots[0].skipped if oneshots else "no one-shot variants"
         self._naswot_batch: torch.Tensor | None = None
         self.parts = self._parts()
 
@@ -441,15 +522,17 @@ class Study:
                 lambda arch, net: zero_cost_part(net, self.data, self.naswot_batch(), self.seed),
             )
         ]
-        if self.oneshot.skipped is None:
-            parts.append(
-                Part(
-                    "oneshot",
-                    "oneshot",
-                    self.oneshot.settings,
-                    lambda arch, net: self.oneshot.evaluate(arch, self.cache),
+        if self.oneshot_skipped is None:
+            for oneshot in self.oneshots.values():
+                parts.append(
+                    Part(
+                        oneshot.name,
+                        "oneshot",
+                        oneshot.settings,
+                        functools.partial(lambda o, arch, net: o.evaluate(arch, self.cache), oneshot),
+                        oneshot.trained_images(self.data),
+                    )
                 )
-            )
         for name, (profile, config) in self.variants.items():
             parts.append(self._training_part(f"proxy:{name}", profile, config))
         parts.append(self._training_part("reference", self.reference, self.ref_config))
@@ -491,6 +574,8 @@ class Study:
                 print(
                     f"{self.label} [{i}/{len(self.archs)}] {part.name} {net.key}: {_fmt(result)}", flush=True
                 )
+            if part.kind == "oneshot":
+                self.oneshots[part.name].release()
         return True
 
     def mine(self, part: Part, index: int) -> bool:
@@ -536,19 +621,26 @@ class Study:
             elif left:
                 line += f"; {left} left"
             lines.append(line)
-        if self.oneshot.skipped is None and self.oneshot.train_info(self.cache) is None:
-            lines.append("  (the one-shot supernet is trained before its first score)")
+        if any(o.train_info(self.cache) is None for o in self.oneshot_infos(None)):
+            lines.append("  (a one-shot supernet is trained before its first score)")
         return "\n".join(lines)
 
+    def oneshot_infos(self, cache: Cache | None) -> dict[str, Any]:
+        """Each one-shot variant by name (none if skipped); with ``cache``, its supernet's cached training
+        info (None while not trained) instead."""
+        if self.oneshot_skipped is not None:
+            return {}
+        return {n: o if cache is None else o.train_info(cache) for n, o in self.oneshots.items()}
+
     def evaluators(self) -> list[str]:
-        """The ranked evaluators, in table order: proxy variants, one-shot, zero-cost scores."""
-        names = [part.name for part in self.parts if part.kind == "proxy"]
-        return names + (["oneshot"] if self.oneshot.skipped is None else []) + list(ZERO_COST)
+        """The ranked evaluators, in table order: proxy variants, one-shot variants, zero-cost scores."""
+        names = [part.name for part in self.parts if part.kind in ("proxy", "oneshot")]
+        return names + list(ZERO_COST)
 
     def result(self) -> dict[str, Any]:
         """The study's JSON: settings, summary over the architectures whose reference is done, rows."""
         rows = self.rows()
-        oneshot_info = self.oneshot.train_info(self.cache) if self.oneshot.skipped is None else None
+        oneshot_info = self.oneshot_infos(self.cache)
         images = {part.name: part.trained_images for part in self.parts if part.trained_images is not None}
         proxy_images = trained_images(self.base, self.data)  # the cpu profile's: the default variant's
         missing = {part.name: sum(part.name not in row for row in rows) for part in self.parts}
@@ -574,9 +666,10 @@ class Study:
                 f"channel(s), {self.data.num_classes} classes; naswot on the first training minibatch of "
                 f"{self.base.batch_size}"
             ),
-            "oneshot": {"skipped": self.oneshot.skipped}
-            if self.oneshot.skipped
-            else {"skipped": None, **self.oneshot.settings},
+            "oneshot": {"skipped": self.oneshot_skipped}
+            if self.oneshot_skipped
+            else {"skipped": None, "default": DEFAULT_ONESHOT}
+            | {name: o.settings for name, o in self.oneshots.items()},
             "cost_note": (
                 "seconds per arch are wall seconds of each call (proxy and reference: build, training and "
                 "validation); params and macs share one fvcore trace, charged to params; the one-shot "
@@ -629,10 +722,12 @@ def seconds(row: dict[str, Any], name: str) -> float:
 
 
 def summarize(
-    rows: list[dict[str, Any]], evaluators: list[str], oneshot_info: dict[str, Any] | None
+    rows: list[dict[str, Any]], evaluators: list[str], oneshot_info: dict[str, dict[str, Any] | None]
 ) -> dict[str, Any]:
     """Rank agreement of every evaluator with the reference, over the rows where both are done and the
-    reference did not diverge; the best proxy variant by Spearman and whether it beats the default."""
+    reference did not diverge; the best proxy variant by Spearman and the best one-shot variant by Kendall
+    (the targets' measures), and whether each beats its default. ``oneshot_info``: each one-shot variant's
+    supernet training (None while not trained), amortised over the rows."""
     done = [row for row in rows if "reference" in row and row["reference"]["top1"] is not None]
     out: dict[str, Any] = {"evaluators": {}}
     for name in evaluators:
@@ -645,9 +740,10 @@ def summarize(
             "n": len(both),
             "seconds_per_arch": sum(seconds(r, name) for r in ran) / len(ran),
         }
-        if name == "oneshot" and oneshot_info is not None:
-            entry["train_seconds_total"] = oneshot_info["train_seconds"]
-            entry["train_seconds_amortised"] = oneshot_info["train_seconds"] / len(rows)
+        info = oneshot_info.get(name)
+        if info is not None:
+            entry["train_seconds_total"] = info["train_seconds"]
+            entry["train_seconds_amortised"] = info["train_seconds"] / len(rows)
             entry["seconds_per_arch"] += entry["train_seconds_amortised"]
         if len(both) >= 2:
             ref, pred = [score(r, "reference") for r in both], [score(r, name) for r in both]
@@ -666,25 +762,31 @@ def summarize(
         "diverged": len(ran) - len(done),
         "seconds_per_arch": sum(r["reference"]["seconds"] for r in ran) / len(ran) if ran else None,
     }
-    ranked = {
-        name: s["spearman"]
-        for name, s in out["evaluators"].items()
-        if name.startswith("proxy:") and s is not None and math.isfinite(s.get("spearman", math.nan))
-    }
-    default = out["evaluators"].get(f"proxy:{DEFAULT_VARIANT}")
-    best = max(ranked, key=ranked.get) if ranked else None
-    out["best_proxy"] = {
-        "variant": best and best.removeprefix("proxy:"),
-        "spearman": ranked.get(best),
-        "default": DEFAULT_VARIANT,
-        "default_spearman": default.get("spearman") if default else None,
-        "beats_default": (
-            None
-            if best is None or f"proxy:{DEFAULT_VARIANT}" not in ranked
-            else ranked[best] > ranked[f"proxy:{DEFAULT_VARIANT}"]
-        ),
-    }
+    proxies = {name.removeprefix("proxy:"): name for name in evaluators if name.startswith("proxy:")}
+    out["best_proxy"] = best(out["evaluators"], proxies, DEFAULT_VARIANT, "spearman")
+    oneshots = {name.removeprefix("oneshot:"): name for name in evaluators if name.startswith("oneshot:")}
+    if "oneshot" in evaluators:
+        oneshots[DEFAULT_ONESHOT] = "oneshot"
+    out["best_oneshot"] = best(out["evaluators"], oneshots, DEFAULT_ONESHOT, "kendall")
     return out
+
+
+def best(evaluators: dict[str, Any], variants: dict[str, str], default: str, measure: str) -> dict[str, Any]:
+    """The variant (of ``variants``: variant -> evaluator name) that ranks best by ``measure``, and
+    whether it beats the ``default`` variant."""
+    ranked = {}
+    for variant, name in variants.items():
+        value = (evaluators.get(name) or {}).get(measure, math.nan)
+        if value is not None and math.isfinite(value):
+            ranked[variant] = value
+    top = max(ranked, key=ranked.get) if ranked else None
+    return {
+        "variant": top,
+        measure: ranked.get(top),
+        "default": default,
+        f"default_{measure}": ranked.get(default),
+        "beats_default": None if top is None or default not in ranked else ranked[top] > ranked[default],
+    }
 
 
 def acceptance(summary: dict[str, Any]) -> dict[str, Any]:
@@ -698,6 +800,7 @@ def acceptance(summary: dict[str, Any]) -> dict[str, Any]:
     default = stat(f"proxy:{DEFAULT_VARIANT}", "spearman")
     best = summary["best_proxy"]["spearman"]
     oneshot = stat("oneshot", "kendall")
+    best_oneshot = summary["best_oneshot"]["kendall"]
 
     def at_least(value: float | None, bar: float) -> bool | None:
         return None if value is None else value >= bar
@@ -710,18 +813,22 @@ def acceptance(summary: dict[str, Any]) -> dict[str, Any]:
         f"default_proxy_spearman_at_least_{MIN_PROXY_SPEARMAN}": at_least(default, MIN_PROXY_SPEARMAN),
         f"best_proxy_spearman_at_least_{MIN_PROXY_SPEARMAN}": at_least(best, MIN_PROXY_SPEARMAN),
         f"oneshot_kendall_at_least_{MIN_ONESHOT_KENDALL}": at_least(oneshot, MIN_ONESHOT_KENDALL),
+        f"best_oneshot_kendall_at_least_{MIN_ONESHOT_KENDALL}": at_least(best_oneshot, MIN_ONESHOT_KENDALL),
         "default_proxy_beats_params": beats("params"),
         "default_proxy_beats_macs": beats("macs"),
     }
 
 
 def costs(
-    rows: list[dict[str, Any]], parts: list[str], oneshot_info: dict[str, Any] | None
+    rows: list[dict[str, Any]], parts: list[str], oneshot_info: dict[str, dict[str, Any] | None]
 ) -> dict[str, Any]:
-    """Total seconds of every part so far (cached results count with the seconds they took when computed)."""
+    """Total seconds of every part so far (cached results count with the seconds they took when computed),
+    and each one-shot variant's supernet training (``<name>_train``; variants sharing one supernet each
+    name it)."""
     out: dict[str, Any] = {part: sum(row[part]["seconds"] for row in rows if part in row) for part in parts}
-    if oneshot_info is not None:
-        out["oneshot_train"] = oneshot_info["train_seconds"]
+    for name, info in oneshot_info.items():
+        if info is not None:
+            out[f"{name}_train"] = info["train_seconds"]
     return out
 
 
@@ -774,8 +881,8 @@ def markdown(result: dict[str, Any]) -> str:
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, s in summary["evaluators"].items():
-        label = _LABELS.get(name, name.replace("proxy:", "proxy "))
-        if name == f"proxy:{DEFAULT_VARIANT}":
+        label = _LABELS.get(name, name.replace("proxy:", "proxy ").replace("oneshot:", "one-shot "))
+        if name in (f"proxy:{DEFAULT_VARIANT}", "oneshot"):
             label += " (default)"
         if s is None:
             lines.append(f"| {label} | | 0 | | | | | |")
@@ -792,14 +899,19 @@ def markdown(result: dict[str, Any]) -> str:
         f"| reference | {st['trained_images']['reference']} | {done} | | | | | "
         f"{_num(summary['reference']['seconds_per_arch'], '.1f')} |"
     )
-    best = summary["best_proxy"]
-    if best["variant"] is not None:
-        verdict = {True: "beats", False: "does not beat", None: "is not compared with"}[best["beats_default"]]
-        lines += [
-            "",
-            f"Best proxy variant: `{best['variant']}` (Spearman {best['spearman']:.3f}); it {verdict} "
-            f"the default `{best['default']}` ({_num(best['default_spearman'], '.3f')}).",
-        ]
+    for what, key, measure in (("proxy", "best_proxy", "spearman"), ("one-shot", "best_oneshot", "kendall")):
+        top = summary.get(key) or {}
+        if top.get("variant") is None:
+            continue
+        named = "" if top["default"] == DEFAULT_ONESHOT else f" `{top['default']}`"
+        if top["variant"] == top["default"]:
+            verdict = "it is the default"
+        else:
+            verdict = {True: "it beats", False: "it does not beat", None: "it is not compared with"}[
+                top["beats_default"]
+            ] + f" the default{named} ({_num(top[f'default_{measure}'], '.3f')})"
+        score = f"{measure.capitalize()} {top[measure]:.3f}"
+        lines += ["", f"Best {what} variant: `{top['variant']}` ({score}); {verdict}."]
     return "\n".join(lines)
 
 
@@ -834,7 +946,7 @@ def plot(result: dict[str, Any], path: Path) -> bool:
             fontsize=9,
         )
         ax.set_xlabel(
-            f"{name} top-1 (%)" if name.startswith("proxy:") or name == "oneshot" else f"{name} (proxy net)"
+            f"{name} top-1 (%)" if name.startswith(("proxy:", "oneshot")) else f"{name} (proxy net)"
         )
         ax.set_ylabel("reference top-1 (%)")
         ax.grid(alpha=0.3)
@@ -900,9 +1012,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ref.add_argument("--ref-samples", type=int, help="training images per epoch")
     ref.add_argument("--ref-batch", type=int)
     ref.add_argument("--ref-val", type=int, default=None, help="validation images (default: all 6000)")
-    oneshot = parser.add_argument_group("one-shot (default: OneShotConfig())")
-    oneshot.add_argument("--oneshot-epochs", type=int)
-    oneshot.add_argument("--oneshot-samples", type=int)
+    parser.add_argument(
+        "--oneshot-variants",
+        nargs="+",
+        help="one-shot variants (default: the space's ONESHOT_VARIANTS), e.g. default e8 bn32-ft20",
+    )
     args = parser.parse_args(argv)
     if args.n < 2:
         parser.error("--n: at least 2 architectures are needed to rank")

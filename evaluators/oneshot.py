@@ -86,6 +86,11 @@ class OneShotConfig:
         check_optimizer("opt", self.opt)
 
 
+# How an architecture is scored with the trained weights, not how they are trained: a supernet checkpoint
+# is not keyed by them, so scoring with more recalibration batches or fine-tuning reuses a trained supernet.
+SCORING_FIELDS = ("bn_batches", "finetune_steps", "finetune_lr")
+
+
 def _settings(
     space: SearchSpace, profile: ProxyProfile, data: DataSplit, seed: int, config: OneShotConfig
 ) -> dict[str, Any]:
@@ -95,14 +100,24 @@ def _settings(
         "data": data.describe(),
         "seed": seed,
         # the default optimizer is left out, so supernets trained before ``opt`` existed still resume
-        "config": {k: v for k, v in dataclasses.asdict(config).items() if (k, v) != ("opt", "adamw")},
+        "config": _training_fields(
+            {k: v for k, v in dataclasses.asdict(config).items() if (k, v) != ("opt", "adamw")}
+        ),
     }
 
 
+def _training_fields(config: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in config.items() if k not in SCORING_FIELDS}
+
+
 def _read_checkpoint(path: Path, settings: dict[str, Any]) -> dict[str, Any]:
-    """The supernet checkpoint at ``path``; refused in one sentence unless trained with ``settings``."""
+    """The supernet checkpoint at ``path``; refused in one sentence unless trained with ``settings``. A
+    checkpoint written before scoring fields were left out of the settings names them: they do not count."""
     state = load_checkpoint(path, _KEYS, _REMEDY)
-    if state["settings"] != settings:
+    trained = state["settings"]
+    if isinstance(trained, dict) and isinstance(trained.get("config"), dict):
+        trained = {**trained, "config": _training_fields(trained["config"])}
+    if trained != settings:
         raise ValueError(
             f"{path} was trained with other settings (space, profile, data, seed or config); "
             "use another run directory or delete it"

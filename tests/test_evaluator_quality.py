@@ -142,6 +142,64 @@ def test_variant_over_a_tenth_of_the_reference_is_refused(eq, fake, tmp_path, ca
     assert not fake
 
 
+def test_oneshot_variant_names(eq):
+    default = eq.parse_oneshot_variant("default")
+    config = eq.parse_oneshot_variant("e8-n20000-bn32-ft20-lr1e-3-p2-sw")
+    assert (config.epochs, config.train_samples, config.bn_batches) == (8, 20000, 32)
+    assert config.finetune_steps == 20
+    assert (config.lr, config.random_paths, config.sandwich) == (1e-3, 2, True)
+    assert config.batch_size == default.batch_size and not default.sandwich
+    assert eq.oneshot_name("default") == "oneshot" and eq.oneshot_name("bn32") == "oneshot:bn32"
+    for bad in ("cpu", "sw2", "bn0", "e8-e4", "b64", "ft", "bn32-"):
+        with pytest.raises(ValueError, match="one-shot variant"):
+            eq.parse_oneshot_variant(bad)
+
+
+def test_oneshot_variants_share_supernets_and_resume(eq, fake, tmp_path, capsys, monkeypatch):
+    """Variants differing only in how they score share one supernet; the default keeps the name
+    ``oneshot``; the best variant by Kendall is named; a rerun trains and scores nothing."""
+    trained: list[str] = []
+
+    class Evaluator:
+        def __init__(self, space, profile, data, seed, config, run_dir, device):
+            self.profile, self.config, self.run_dir = profile, config, run_dir
+
+        def train(self):
+            trained.append(self.run_dir.name)
+            return {"train_seconds": 10.0 * self.config.epochs, "epochs": self.config.epochs}
+
+        def evaluate(self, arch):
+            net = self.profile.apply(arch).key
+            noise = _quality(net + str(self.config.epochs) + str(self.config.bn_batches))
+            fake.append(("oneshot", net))
+            return {"top1": 100 * (_quality(net) + 0.5 * noise), "eval_seconds": 1.0}
+
+    monkeypatch.setattr(eq, "oneshot_evaluator", Evaluator)
+    argv = [a for a in _args(tmp_path, "--variants", "cpu") if a != "--no-oneshot"]
+    argv += ["--oneshot-variants", "default", "bn32", "e8"]
+    assert eq.main(argv) == 0
+    assert len(trained) == 3 and len(set(trained)) == 2  # default and bn32 train one supernet
+    assert sum(name == "oneshot" for name, _ in fake) == 3 * 3
+    result = json.loads((tmp_path / "out" / "evaluator_quality-coatnet-s1.json").read_text())
+    summary = result["summary"]["evaluators"]
+    assert {"oneshot", "oneshot:bn32", "oneshot:e8"} <= set(summary)
+    assert summary["oneshot:e8"]["train_seconds_total"] == 80.0 and summary["oneshot"]["n"] == 3
+    assert result["settings"]["trained_images"]["oneshot:e8"] == 8 * (10000 // 64) * 64
+    kendall = {name: summary[name]["kendall"] for name in ("oneshot", "oneshot:bn32", "oneshot:e8")}
+    best = result["summary"]["best_oneshot"]
+    assert best["kendall"] == max(kendall.values()) and best["default"] == "default"
+    assert result["costs"]["oneshot:e8_train"] == 80.0
+    table = capsys.readouterr().out
+    assert "| one-shot supernet (default) |" in table and "| one-shot e8 | 79872 | 3 |" in table
+    assert "Best one-shot variant:" in table
+
+    trained.clear()
+    fake.clear()
+    assert eq.main(argv) == 0 and not trained and not fake
+    assert eq.main([*argv[:-3], "bn0"]) == 2
+    assert "one-shot variant 'bn0'" in capsys.readouterr().err
+
+
 def test_shards_share_a_study_and_together_compute_it_once(eq, fake, tmp_path, capsys):
     n = ["--n", "5", "--variants", "cpu"]
     assert eq.main([*_args(tmp_path, "--shard", "0/2"), *n]) == 0

@@ -3,6 +3,7 @@ epoch, resumes bit-for-bit, refuses a checkpoint of other settings and scores ar
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
 
@@ -73,6 +74,25 @@ def test_refuses_a_checkpoint_of_other_settings(fashion: DataSplit, tmp_path: Pa
     other = _evaluator(fashion, tmp_path, OneShotConfig(epochs=1, train_samples=64, batch_size=32, lr=1e-3))
     with pytest.raises(ValueError, match="other settings"):
         other.train()
+
+
+def test_scoring_settings_reuse_a_trained_supernet(fashion: DataSplit, tmp_path: Path) -> None:
+    """bn_batches, finetune_steps and finetune_lr change how weights are scored, not how they are trained:
+    a supernet trained under one setting is loaded, not retrained, under another; so is a checkpoint
+    written when the settings still named them."""
+    config = OneShotConfig(epochs=1, train_samples=64, batch_size=32, bn_batches=2)
+    _evaluator(fashion, tmp_path, config).train()
+    arch = get_space("coatnet").baselines()["CoAtNet-0"].arch
+    finetuned = dataclasses.replace(config, bn_batches=1, finetune_steps=1, finetune_lr=1e-3)
+    again = _evaluator(fashion, tmp_path, finetuned)
+    assert again.train()["train_seconds_this_call"] == 0
+    assert 0 <= again.evaluate(arch)["top1"] <= 100
+
+    path = tmp_path / "supernet.pt"
+    state = torch.load(path, weights_only=True)
+    state["settings"]["config"].update(bn_batches=2, finetune_steps=0, finetune_lr=5e-4)  # the old form
+    torch.save(state, path)
+    assert _evaluator(fashion, tmp_path, finetuned).train()["train_seconds_this_call"] == 0
 
 
 def test_sandwich_rule_with_distillation(fashion: DataSplit) -> None:
