@@ -8,12 +8,14 @@ among those whose MACs at 224 px (fvcore, as the search counts them) are at most
 MACs, then the earlier trial). Whether it also beat the baselines at the proxy is recorded, not assumed.
 
 Found and baseline are then retrained identically with ``nas train --profile cpu`` (the profile's shrunk
-network at 32 px) for ``--epochs`` (2) epochs of the whole Fashion-MNIST training split (54,000 images after
-the validation hold-out: 54x the proxy's 1,984 trained images), batch 64, once per seed of ``--seeds``
+network at 32 px) for ``--epochs`` epochs of the whole Fashion-MNIST training split (54,000 images after the
+validation hold-out), 2 by default; ``--epochs coatnet=4,sasa=11`` sets them per space (>= 50x each space's
+proxy: coatnet's trains 3,968 images, sasa's 11,776), batch 64, once per seed of ``--seeds``
 (0,1,2; the seed also draws the validation split, so a found/baseline pair of one seed sees the same split),
-and validated on the whole held-out split. CIFAR-10 is trained the same way when ``evaluators.data`` finds a
-copy; otherwise the JSON says why it was skipped. The trainings run in an order that completes whole pairs
-early: every pair's first seed before any second seed.
+and validated on the whole held-out split. The trainings run on ``--device`` (``cpu``; ``cuda`` trains in
+bf16, its results cached apart from the CPU's) and the searches always on the CPU. CIFAR-10 is trained the
+same way when ``evaluators.data`` finds a copy; otherwise the JSON says why it was skipped. The trainings
+run in an order that completes whole pairs early: every pair's first seed before any second seed.
 
 Per pair it reports MACs and params (224 px, 3 channels, 1000 classes) of both, top-1 mean +- std over the
 finished seeds, and the paired difference found - baseline (the same seeds) with a two-sided paired t-test:
@@ -77,6 +79,7 @@ from results.store import feasible_rows  # noqa: E402
 from search_spaces import get_space  # noqa: E402
 
 PROFILE, EVALUATOR = "cpu", "proxy"
+DEFAULT_EPOCHS = 2  # a space --epochs does not name
 # The profile fields that make its proxy schedule, not its network: a training does not depend on them.
 PROXY_SCHEDULE = ("name", "description", "epochs", "batch_size", "train_samples", "val_samples")
 PAIRS = {
@@ -96,6 +99,24 @@ def _run(command: list[str]) -> int:
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
     return subprocess.run(command, cwd=ROOT, env=env, check=False).returncode
+
+
+@contextlib.contextmanager
+def _on_device(device: str) -> Iterator[None]:
+    """The ``nas`` commands started inside run on ``device``: on ``cpu`` no GPU is visible to them (they
+    would pick one if they saw it), on ``cuda`` the environment's GPUs."""
+    if device != "cpu":
+        yield
+        return
+    saved = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["CUDA_VISIBLE_DEVICES"]
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = saved
 
 
 def _nas(*args: str) -> list[str]:
@@ -265,6 +286,7 @@ class Training:
     train_samples: int | None
     runs_dir: Path
     cache_dir: Path
+    device: str = "cpu"  # where nas train runs: results of another device are cached apart
 
     @property
     def arch(self) -> Arch:
@@ -275,7 +297,7 @@ class Training:
         """What the result depends on besides the architecture and the seed: of the profile, only the
         network's shape (``nas train`` takes its schedule from the options, not the profile's proxy one)."""
         profile = dataclasses.asdict(get_space(self.space).profile(PROFILE))
-        return {
+        settings = {
             "space": self.space,
             "profile": {k: v for k, v in profile.items() if k not in PROXY_SCHEDULE},
             "dataset": self.dataset,
@@ -284,6 +306,8 @@ class Training:
             "lr": self.lr,
             "train_samples": self.train_samples,
         }
+        # the CPU's results keep the keys they had before a device was named; a GPU trains in bf16
+        return settings if self.device == "cpu" else {**settings, "device": self.device}
 
     @property
     def name(self) -> str:
@@ -467,7 +491,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--budget", default="60trials", help="each search's budget, in trials (60trials)")
     parser.add_argument("--search-seed", type=int, default=0, help="seed of the searches (0)")
     parser.add_argument("--seeds", default="0,1,2", help="training seeds (0,1,2)")
-    parser.add_argument("--epochs", type=int, default=2, help="training epochs (2)")
+    parser.add_argument(
+        "--epochs",
+        default="2",
+        help="training epochs: N for every space, or per space, e.g. coatnet=4,sasa=11 (a space not named: "
+        f"{DEFAULT_EPOCHS})",
+    )
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--train-samples", type=int, help="training images per epoch (default: all)")
@@ -485,9 +514,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cache-dir", default=str(ROOT / "benchmarks" / "results" / "search_vs_baselines"))
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="JSON and PNG folder")
     parser.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="where the trainings (and searches) run (cpu; cuda trains in bf16 and caches apart)",
+    )
+    parser.add_argument(
         "--status", action="store_true", help="print what is done and what is left; run nothing"
     )
     args = parser.parse_args(argv)
+    try:
+        args.epochs = parse_epochs(args.epochs)
+    except ValueError as err:
+        parser.error(f"--epochs: {err}")
+    if args.device == "cuda" and not args.status:
+        import torch
+
+        if not torch.cuda.is_available():
+            parser.error("--device: 'cuda' is not available here")
     args.seeds = [int(s) for s in args.seeds.split(",")]
     args.spaces = args.spaces.split(",")
     unknown = [s for s in args.spaces if s not in PAIRS]
@@ -498,6 +542,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     except ValueError as err:
         parser.error(str(err))
     return args
+
+
+def parse_epochs(text: str) -> dict[str, int]:
+    """``N`` (every space) or ``space=N,...`` as {space: epochs} for every space of :data:`PAIRS`."""
+    if text.isdigit():
+        epochs = dict.fromkeys(PAIRS, int(text))
+    else:
+        epochs = dict.fromkeys(PAIRS, DEFAULT_EPOCHS)
+        for part in text.split(","):
+            space, _, value = part.partition("=")
+            if space not in PAIRS or not value.isdigit():
+                raise ValueError(f"{part!r} is not N or space=N with a space of {', '.join(PAIRS)}")
+            epochs[space] = int(value)
+    if min(epochs.values()) < 1:
+        raise ValueError(f"{text!r}: a training needs at least 1 epoch")
+    return epochs
 
 
 def datasets() -> tuple[list[str], dict[str, str]]:
@@ -527,8 +587,8 @@ class Study:
     def training(self, dataset: str) -> Callable[[str, str, int], Training]:
         a = self.args
         return lambda space, arch_json, seed: Training(
-            space, arch_json, seed, dataset, a.epochs, a.batch_size, a.lr, a.train_samples,
-            self.runs_dir, self.cache_dir,
+            space, arch_json, seed, dataset, a.epochs[space], a.batch_size, a.lr, a.train_samples,
+            self.runs_dir, self.cache_dir, a.device,
         )  # fmt: skip
 
     def searches(self) -> dict[str, dict[str, Any] | None]:
@@ -542,38 +602,48 @@ class Study:
         return [make_pair(space, name, s) for space, s in searches.items() if s for name in PAIRS[space]]
 
     def run(self) -> list[str]:
-        """Run or resume the searches of ``--spaces``, then their trainings; what failed (each left for the
-        next run, which retries it), in one line each. The JSON reports every space's cached results, so
+        """Run or resume the searches of ``--spaces`` (on the CPU: they are the cpu profile's proxy searches
+        and are cached as such), then their trainings (on ``--device``); what failed (each left for the next
+        run, which retries it), in one line each. The JSON reports every space's cached results, so
         processes running different spaces write the same study."""
         failed = []
         for space in self.args.spaces:  # every search before any training
             try:
-                run_search(self.plans[space], self.runner)
+                with _on_device("cpu"):
+                    run_search(self.plans[space], self.runner)
             except RuntimeError as err:  # the other space's search and pairs go on
                 failed.append(str(err))
                 print(err, flush=True)
                 continue
             self.write()  # the found networks are kept as soon as known
         pairs = [pair for pair in self.pairs(self.searches()) if pair["space"] in self.args.spaces]
-        for dataset in self.datasets:
-            jobs = schedule(pairs, self.args.seeds, self.training(dataset))
-            for i, job in enumerate(jobs, start=1):
-                resuming = " (resuming)" if job.started and not job.cache_file.exists() else ""
-                print(
-                    f"[{dataset} {i}/{len(jobs)}] {job.space} {job.arch.key} seed {job.seed}{resuming}",
-                    flush=True,
-                )
-                try:
-                    result, hit = run_training(job, self.runner)
-                except Busy as err:  # another process of this study trains it: its result lands in the cache
-                    print(f"    skipped: {err}", flush=True)
-                    continue
-                except RuntimeError as err:  # a diverged or crashed training does not stop the others
-                    failed.append(str(err))
-                    print(f"    {err}", flush=True)
-                    continue
-                print(f"    top-1 {result['top1']:.2f}%{' [cached]' if hit else ''}", flush=True)
-                self.write()  # the JSON, PNG and table follow every finished training
+        with _on_device(self.args.device):
+            for dataset in self.datasets:
+                failed += self.train(dataset, pairs)
+        return failed
+
+    def train(self, dataset: str, pairs: list[dict[str, Any]]) -> list[str]:
+        """Train (or take from the cache) every run of ``pairs`` on ``dataset``; what failed."""
+        failed = []
+        jobs = schedule(pairs, self.args.seeds, self.training(dataset))
+        for i, job in enumerate(jobs, start=1):
+            resuming = " (resuming)" if job.started and not job.cache_file.exists() else ""
+            print(
+                f"[{dataset} {i}/{len(jobs)}] {job.space} {job.arch.key} seed {job.seed} on {job.device}"
+                f"{resuming}",
+                flush=True,
+            )
+            try:
+                result, hit = run_training(job, self.runner)
+            except Busy as err:  # another process of this study trains it: its result lands in the cache
+                print(f"    skipped: {err}", flush=True)
+                continue
+            except RuntimeError as err:  # a diverged or crashed training does not stop the others
+                failed.append(str(err))
+                print(f"    {err}", flush=True)
+                continue
+            print(f"    top-1 {result['top1']:.2f}%{' [cached]' if hit else ''}", flush=True)
+            self.write()  # the JSON, PNG and table follow every finished training
         return failed
 
     def results(self, searches: dict[str, Any], pairs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -610,21 +680,26 @@ class Study:
     @functools.cached_property
     def settings(self) -> dict[str, Any]:
         a = self.args
-        profile = get_space("coatnet").profile(PROFILE)
-        data = load_dataset("fashion-mnist", img_size=profile.img_size, seed=0)
-        schedule_profile = dataclasses.replace(
-            profile, epochs=a.epochs, batch_size=a.batch_size, train_samples=a.train_samples
-        )
-        proxy, full = trained_images(profile, data), trained_images(schedule_profile, data)
+        images = {}
+        for space in PAIRS:
+            profile = get_space(space).profile(PROFILE)
+            data = load_dataset("fashion-mnist", img_size=profile.img_size, seed=0)
+            schedule_profile = dataclasses.replace(
+                profile, epochs=a.epochs[space], batch_size=a.batch_size, train_samples=a.train_samples
+            )
+            images[space] = {
+                "proxy": trained_images(profile, data),
+                "training": trained_images(schedule_profile, data),
+            }
         return {
             "budget": a.budget,
             "search_seed": a.search_seed,
             "search": {"evaluator": EVALUATOR, "profile": PROFILE, "objectives": "top1:max,macs:min",
                        "baselines_enqueued": True},
             "training": {"command": "nas train --profile cpu", "epochs": a.epochs, "batch_size": a.batch_size,
-                         "lr": a.lr, "train_samples": a.train_samples, "seeds": a.seeds},
-            "trained_images": {"proxy": proxy, "training": full},
-            "training_to_proxy_images": full / proxy,
+                         "lr": a.lr, "train_samples": a.train_samples, "seeds": a.seeds, "device": a.device},
+            "trained_images": images,
+            "training_to_proxy_images": {s: i["training"] / i["proxy"] for s, i in images.items()},
             "datasets": self.datasets,
             "skipped_datasets": self.skipped,
             "macs": "fvcore multiply-adds at 224 px, 3 channels, 1000 classes (evaluators.complexity.count)",
@@ -740,10 +815,13 @@ def plot(result: dict[str, Any], path: Path) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     st = result["settings"]
+    schedule = ", ".join(
+        f"{space} {st['training']['epochs'][space]} epochs ({st['training_to_proxy_images'][space]:.3g}x its "
+        "proxy's images)"
+        for space in dict.fromkeys(row["space"] for row in rows)
+    )
     fig.suptitle(
-        f"found vs baseline: {st['training']['epochs']} epochs ({st['training_to_proxy_images']:.3g}x the "
-        f"proxy's images), mean +- std over seeds",
-        fontsize=10,
+        f"found vs baseline on {st['training']['device']}: {schedule}, mean +- std over seeds", fontsize=10
     )
     fig.tight_layout()
     fig.savefig(path, dpi=110)

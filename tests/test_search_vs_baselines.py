@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import math
@@ -110,6 +111,30 @@ def test_training_cache_skips_finished_runs_and_resumes_started_ones(svb, tmp_pa
     assert len(calls) == 2 and svb.run_training(busy, fake_nas_train)[0]["top1"] == 50.0  # then free
 
 
+def test_epochs_per_space_and_the_device_key_the_trainings(svb, tmp_path, monkeypatch):
+    assert svb.parse_epochs("3") == {"coatnet": 3, "sasa": 3}
+    assert svb.parse_epochs("coatnet=4,sasa=11") == {"coatnet": 4, "sasa": 11}
+    assert svb.parse_epochs("sasa=11") == {"coatnet": svb.DEFAULT_EPOCHS, "sasa": 11}
+    for bad in ("coatnet=x", "vit=2", "0", "coatnet=0", "4,sasa=2"):
+        with pytest.raises(ValueError):
+            svb.parse_epochs(bad)
+    with pytest.raises(SystemExit) as exit_:
+        svb.parse_args(["--epochs", "coatnet=four"])
+    assert exit_.value.code == 2
+
+    cpu = _job(svb, tmp_path)
+    gpu = dataclasses.replace(cpu, device="cuda")
+    assert "device" not in cpu.settings and gpu.settings["device"] == "cuda"  # the CPU's keys are kept
+    assert gpu.name != cpu.name and gpu.cache_file != cpu.cache_file
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    with svb._on_device("cpu"):  # the nas commands started here see no GPU
+        assert svb.os.environ["CUDA_VISIBLE_DEVICES"] == ""
+    with svb._on_device("cuda"):
+        assert svb.os.environ["CUDA_VISIBLE_DEVICES"] == "0"
+    assert svb.os.environ["CUDA_VISIBLE_DEVICES"] == "0"
+
+
 @pytest.mark.slow  # about a minute on 2 shared cores: nas train loads and validates on all of Fashion-MNIST
 def test_a_real_tiny_training_goes_through_nas_train(svb, tmp_path):
     job = _job(svb, tmp_path)
@@ -178,6 +203,7 @@ def test_the_study_trains_pairs_seed_by_seed_and_writes_partial_results(svb, tmp
     trained = []
 
     def fake_nas_train(command):
+        assert svb.os.environ["CUDA_VISIBLE_DEVICES"] == ""  # --device cpu: no GPU for the trainings
         trained.append((command[command.index("--seed") + 1], svb.Arch.load(command[4]).key))
         out = Path(command[command.index("--out") + 1])
         out.mkdir(parents=True, exist_ok=True)
@@ -198,7 +224,7 @@ def test_the_study_trains_pairs_seed_by_seed_and_writes_partial_results(svb, tmp
     first, second = result["pairs"]
     assert first["stats"]["n"] == 2 and not first["partial"] and first["stats"]["difference"]["mean"] == 4.0
     assert second["found"]["key"] == found.key and second["stats"]["difference"]["values"] == [3.0, 3.0]
-    assert result["settings"]["training_to_proxy_images"] == pytest.approx(2 * 64 / 3968)  # 2 epochs of 64
+    assert result["settings"]["training_to_proxy_images"]["coatnet"] == pytest.approx(2 * 64 / 3968)  # 2 x 64
     escaped = found.key.replace("|", "\\|")  # the key's pipes would split the cell
     assert f"| CoAtNet-0 | 4.17G / 25.0M | `{escaped}` (1) | 0.00G / 0.0M | 50.0 / 55.0 |" in svb.markdown(
         result
