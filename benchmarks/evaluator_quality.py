@@ -621,16 +621,16 @@ class Study:
             elif left:
                 line += f"; {left} left"
             lines.append(line)
-        if any(o.train_info(self.cache) is None for o in self.oneshot_infos(None)):
+        if any(info is None for info in self.oneshot_infos().values()):
             lines.append("  (a one-shot supernet is trained before its first score)")
         return "\n".join(lines)
 
-    def oneshot_infos(self, cache: Cache | None) -> dict[str, Any]:
-        """Each one-shot variant by name (none if skipped); with ``cache``, its supernet's cached training
-        info (None while not trained) instead."""
+    def oneshot_infos(self) -> dict[str, Any]:
+        """Each one-shot variant's supernet training info from the cache, by name (None while not trained;
+        none at all if the one-shot evaluator is skipped)."""
         if self.oneshot_skipped is not None:
             return {}
-        return {n: o if cache is None else o.train_info(cache) for n, o in self.oneshots.items()}
+        return {name: o.train_info(self.cache) for name, o in self.oneshots.items()}
 
     def evaluators(self) -> list[str]:
         """The ranked evaluators, in table order: proxy variants, one-shot variants, zero-cost scores."""
@@ -640,7 +640,7 @@ class Study:
     def result(self) -> dict[str, Any]:
         """The study's JSON: settings, summary over the architectures whose reference is done, rows."""
         rows = self.rows()
-        oneshot_info = self.oneshot_infos(self.cache)
+        oneshot_info = self.oneshot_infos()
         images = {part.name: part.trained_images for part in self.parts if part.trained_images is not None}
         proxy_images = trained_images(self.base, self.data)  # the cpu profile's: the default variant's
         missing = {part.name: sum(part.name not in row for row in rows) for part in self.parts}

@@ -177,6 +177,9 @@ def test_oneshot_variants_share_supernets_and_resume(eq, fake, tmp_path, capsys,
     monkeypatch.setattr(eq, "oneshot_evaluator", Evaluator)
     argv = [a for a in _args(tmp_path, "--variants", "cpu") if a != "--no-oneshot"]
     argv += ["--oneshot-variants", "default", "bn32", "e8"]
+    assert eq.main([*argv, "--status"]) == 0 and not trained
+    status = capsys.readouterr().out
+    assert "oneshot:e8" in status and "(a one-shot supernet is trained before its first score)" in status
     assert eq.main(argv) == 0
     assert len(trained) == 3 and len(set(trained)) == 2  # default and bn32 train one supernet
     assert sum(name == "oneshot" for name, _ in fake) == 3 * 3
