@@ -517,7 +517,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--device",
         choices=("cpu", "cuda"),
         default="cpu",
-        help="where the trainings (and searches) run (cpu; cuda trains in bf16 and caches apart)",
+        help="where the trainings run (cpu; cuda trains in bf16 and caches apart); searches run on the CPU",
     )
     parser.add_argument(
         "--status", action="store_true", help="print what is done and what is left; run nothing"
