@@ -41,6 +41,14 @@ defaults on 2 CPU cores; runs, judged scores and results are cached under ``--wo
     .venv/bin/python benchmarks/bench_fidelity.py --budget 5min --min-fidelity 661 --rung-schedule rung \
         --single proxy --work runs/bench_fidelity_proxy5   # the same ladder against the 1984-image proxy
 
+``--paired`` runs each seed's two searches at the same time, in two processes of ``--threads // 2`` threads
+each, so that on a machine shared with other jobs both meet the same load (run one after the other, one
+method's search can meet a busier hour than the other's: training throughput varied 674-1462 images/s from
+run to run here); the JSON's ``machine.search_threads`` says which way a result was measured::
+
+    .venv/bin/python benchmarks/bench_fidelity.py --paired --budget 10min --seeds 0 1 2 3 4 \
+        --min-fidelity 661 --work runs/bench_fidelity_paired --out benchmarks/results/bench_fidelity_paired
+
 It prints a table and writes ``bench_fidelity.json`` and ``bench_fidelity.png`` (judged hypervolume against
 device time, both methods, every seed) under ``--out`` (``benchmarks/results``).
 """
@@ -53,6 +61,7 @@ import json
 import math
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -78,6 +87,7 @@ from search_spaces import get_space  # noqa: E402
 
 SPACE = "coatnet"
 DIRECTIONS = ("maximize", "minimize")
+METHODS = ("single", "ladder")
 REFERENCE, IDEAL = (10.0, 11.0), (100.0, 8.0)  # (top-1 %, log10 MACs)
 TARGET, MOONSHOT = 0.5, 1 / 3
 
@@ -266,6 +276,23 @@ def _rank_agreement(table: pd.DataFrame, rungs: int) -> list[dict[str, Any]]:
     return out
 
 
+def _paired_searches(args: argparse.Namespace) -> None:
+    """Each seed's single and ladder searches run at once, in two child processes of this script with half
+    the threads each: on a machine shared with other jobs both then meet the same load, instead of one
+    method's run meeting a busier hour than the other's. A finished search is not run again."""
+    threads = max(1, args.threads // 2)
+    for seed in args.seeds:
+        child = [sys.executable, __file__, *sys.argv[1:], "--seeds", str(seed), "--threads", str(threads)]
+        children = [
+            subprocess.Popen([*child, "--method", method])
+            for method in METHODS
+            if not (args.work / "runs" / f"{method}-s{seed}" / "done.json").exists()
+        ]
+        failed = [c.args for c in children if c.wait() != 0]
+        if failed:
+            raise SystemExit(f"bench_fidelity --paired: a search failed (seed {seed}); rerun to resume it")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--budget", default="5min")
@@ -282,6 +309,13 @@ def main() -> None:
     )
     parser.add_argument("--checkpoints", type=int, default=0, help="0: at every trial's end")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--paired",
+        action="store_true",
+        help="run each seed's two searches at the same time, in two processes of --threads // 2 threads, so "
+        "that both see the same load on a shared machine",
+    )
+    parser.add_argument("--method", choices=METHODS, help=argparse.SUPPRESS)  # a --paired child's one search
     parser.add_argument("--work", type=Path, default=ROOT / "runs" / "bench_fidelity")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args()
@@ -295,7 +329,13 @@ def main() -> None:
         flush=True,
     )
 
-    tables = {(m, s): _search(m, s, args) for s in args.seeds for m in ("single", "ladder")}
+    if args.method is not None:  # a --paired child: its searches only; the parent judges
+        for seed in args.seeds:
+            _search(args.method, seed, args)
+        return
+    if args.paired:
+        _paired_searches(args)
+    tables = {(m, s): _search(m, s, args) for s in args.seeds for m in METHODS}
     judge = Judge(args)
     runs = []
     for (method, seed), table in tables.items():
@@ -378,7 +418,12 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     document = {
         "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-        "machine": {"platform": platform.platform(), "torch": torch.__version__, "threads": args.threads},
+        "machine": {
+            "platform": platform.platform(),
+            "torch": torch.__version__,
+            "threads": args.threads,
+            "search_threads": max(1, args.threads // 2) if args.paired else args.threads,
+        },
         "runs": runs,
         "pairs": pairs,
         "summary": summary,
