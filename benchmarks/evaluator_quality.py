@@ -121,12 +121,16 @@ VARIANTS: dict[str, tuple[str, ...]] = {
     "coatnet": ("cpu", "n2000", "e2-n2000", "n5000-b128", "lr3e-3-n2000", "n4000-v6000"),
     "sasa": ("cpu", "e1", "e4", "n12000", "lr3e-3"),
 }
-# One-shot variants per space (see parse_oneshot_variant): a longer-trained supernet and more careful
-# scoring (more BatchNorm recalibration batches, a few fine-tuning steps of the extracted network).
+# One-shot variants per space (see parse_oneshot_variant): a longer-trained supernet, three paths per step
+# (``p3``: random, or ``sw``: the sandwich rule's largest, smallest and a random one, at the same compute),
+# and more careful scoring (more BatchNorm recalibration batches, fine-tuning steps of the extracted network).
 ONESHOT_VARIANTS: dict[str, tuple[str, ...]] = {
-    "coatnet": (DEFAULT_ONESHOT, "bn32", "ft20", "ft50", "e8-bn32", "e8-ft20"),
+    "coatnet": (
+        DEFAULT_ONESHOT, "bn32", "ft20", "ft50", "e8-bn32", "e8-ft20", "e8-ft50", "e16-bn32", "e16-ft50",
+        "p3-bn32", "sw-bn32",
+    ),
     "sasa": (DEFAULT_ONESHOT,),
-}
+}  # fmt: skip
 # A variant name's letters: the field each changes and its type (bool: a flag, the letters alone).
 _PROXY_FIELDS: dict[str, tuple[str, type]] = {
     "e": ("epochs", int), "n": ("train_samples", int), "b": ("batch_size", int), "v": ("val_samples", int),
