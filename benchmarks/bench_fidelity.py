@@ -96,7 +96,7 @@ def _search(method: str, seed: int, args: argparse.Namespace) -> pd.DataFrame:
     """The trials table of one search (run now, or read back from a finished earlier run)."""
     study = f"{method}-s{seed}"
     run_dir = args.work / "runs" / study
-    done = run_dir / "done.json"
+    done = _done(method, seed, args)
     if done.exists():
         return pd.read_csv(run_dir / "trials.csv")
     ladder = {
@@ -122,6 +122,16 @@ def _search(method: str, seed: int, args: argparse.Namespace) -> pd.DataFrame:
     outcome = run_search(settings)
     done.write_text(json.dumps({"seconds": float(outcome.trials["charge"].sum())}))
     return outcome.trials
+
+
+def _done(method: str, seed: int, args: argparse.Namespace) -> Path:
+    """The file a finished search leaves in its run directory (its table is then read, not run again)."""
+    return args.work / "runs" / f"{method}-s{seed}" / "done.json"
+
+
+def _search_threads(args: argparse.Namespace) -> int:
+    """Torch threads each search runs with: half of ``--threads`` each when ``--paired``."""
+    return max(1, args.threads // 2) if args.paired else args.threads
 
 
 def _top_images(args: argparse.Namespace) -> int:
@@ -280,13 +290,13 @@ def _paired_searches(args: argparse.Namespace) -> None:
     """Each seed's single and ladder searches run at once, in two child processes of this script with half
     the threads each: on a machine shared with other jobs both then meet the same load, instead of one
     method's run meeting a busier hour than the other's. A finished search is not run again."""
-    threads = max(1, args.threads // 2)
+    threads = str(_search_threads(args))
     for seed in args.seeds:
-        child = [sys.executable, __file__, *sys.argv[1:], "--seeds", str(seed), "--threads", str(threads)]
+        child = [sys.executable, __file__, *sys.argv[1:], "--seeds", str(seed), "--threads", threads]
         children = [
             subprocess.Popen([*child, "--method", method])
             for method in METHODS
-            if not (args.work / "runs" / f"{method}-s{seed}" / "done.json").exists()
+            if not _done(method, seed, args).exists()
         ]
         failed = [c.args for c in children if c.wait() != 0]
         if failed:
@@ -422,7 +432,7 @@ def main() -> None:
             "platform": platform.platform(),
             "torch": torch.__version__,
             "threads": args.threads,
-            "search_threads": max(1, args.threads // 2) if args.paired else args.threads,
+            "search_threads": _search_threads(args),
         },
         "runs": runs,
         "pairs": pairs,
