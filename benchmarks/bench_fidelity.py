@@ -28,8 +28,10 @@ budget and of the time single fidelity itself took to get there (target: the lad
 fidelity's time; moonshot 1/3); the rank agreement between the ladder's rungs (Spearman of top-1 over the
 architectures that completed both), the first suspect when it misses; and per method (per rung of the ladder)
 the median device seconds a trial is charged, trains and validates, and its training throughput, the second
-suspect: a short rung pays validation and a slow start as a long one does. A time never reached is ``null``
-in the JSON (``inf`` in the printout).
+suspect: a short rung pays validation and a slow start as a long one does. Per seed, the ladder's device
+seconds per rung and two bounds on what tuning its rungs could buy (the same fronts on two other clocks:
+rung 0 free, and only the lineages that reached the top paid for, as an oracle's promotions would be). A
+time never reached is ``null`` in the JSON (``inf`` in the printout).
 
 Run from the repository root on a quiet machine (about 30 minutes of searches plus 15 of judging at the
 defaults on 2 CPU cores; runs, judged scores and results are cached under ``--work``
@@ -68,6 +70,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -244,6 +247,40 @@ def _time_to_reach(curve: list[tuple[float, float]], level: float) -> float:
     return next((t for t, hv in curve if hv >= level - 1e-12), math.inf)
 
 
+def _retimed(
+    table: pd.DataFrame, curve: list[tuple[float, float]], counted: pd.Series
+) -> list[tuple[float, float]]:
+    """``curve`` (device seconds, hypervolume) with each moment's seconds counting only the ``counted`` rows'
+    charges: the run's own fronts, on the clock of a run that had not paid for the others."""
+    table = table.sort_values("number")
+    charge = table["charge"].fillna(0.0)
+    spent = charge.cumsum().to_numpy()
+    kept = charge.where(counted.reindex(table.index, fill_value=False), 0.0).cumsum().to_numpy()
+    out = []
+    for moment, hv in curve:
+        i = int(np.searchsorted(spent, moment + 1e-9, side="right")) - 1
+        out.append((float(kept[i]) if i >= 0 else 0.0, hv))
+    return out
+
+
+def _ladder_bounds(table: pd.DataFrame, curve: list[tuple[float, float]], level: float) -> dict[str, Any]:
+    """Where the ladder's time goes and what cheaper or better-ranked low rungs could at most buy: its device
+    seconds per rung, and the seconds it needs to reach ``level`` (single fidelity's final hypervolume) on
+    two clocks that keep every decision the run made (what TPE proposed, what was promoted): one on which
+    rung 0 is free, and one that counts only the lineages that reached the top rung (an oracle that promoted
+    without a wasted rung). Neither is a run that happened: they bound what tuning the rungs can do before
+    the sampler or the top rung's own cost must change."""
+    top = int(table["rung"].max())
+    lineages = set(table.loc[(table["rung"] == top) & (table["state"] == "COMPLETE"), "lineage"])
+    return {
+        "charge_by_rung": {int(r): float(c) for r, c in table.groupby("rung")["charge"].sum().items()},
+        "seconds_if_rung0_free": _time_to_reach(_retimed(table, curve, table["rung"] != 0), level),
+        "seconds_if_top_lineages_only": _time_to_reach(
+            _retimed(table, curve, table["lineage"].isin(lineages)), level
+        ),
+    }
+
+
 def _costs(table: pd.DataFrame, method: str) -> list[dict[str, Any]]:
     """Median device seconds per trial (charged, training, validation) and training throughput, per rung of
     a ladder (one row for single fidelity): what a rung costs beside the images it trains on."""
@@ -370,6 +407,7 @@ def main() -> None:
         level = single["final_hv"]
         t_single = _time_to_reach(single["curve"], level)
         t_ladder = _time_to_reach(ladder["curve"], level)
+        bounds = _ladder_bounds(tables[("ladder", seed)], ladder["curve"], level)
         pairs.append(
             {
                 "seed": seed,
@@ -379,6 +417,11 @@ def main() -> None:
                 "ladder_seconds_to_single_final": t_ladder,
                 "ratio_to_single_time": t_ladder / t_single if t_single > 0 else math.nan,
                 "ratio_to_budget": t_ladder / single["device_seconds"],
+                "ladder_bounds": bounds,
+                **{
+                    f"ratio_if_{name}": bounds[f"seconds_if_{name}"] / t_single if t_single > 0 else math.nan
+                    for name in ("rung0_free", "top_lineages_only")
+                },
             }
         )
     ratios = [p["ratio_to_single_time"] for p in pairs]
@@ -400,6 +443,12 @@ def main() -> None:
         print(f"{p['seed']:>4} {p['single_final_hv']:>10.4f} {p['ladder_final_hv']:>10.4f} "
               f"{p['single_seconds_to_its_final']:>8.0f}s {p['ladder_seconds_to_single_final']:>8.0f}s "
               f"{p['ratio_to_single_time']:>6.2f}")  # fmt: skip
+    for p in pairs:
+        spent = ", ".join(f"rung {r} {s:.0f} s" for r, s in p["ladder_bounds"]["charge_by_rung"].items())
+        print(
+            f"  ladder seed {p['seed']}: {spent}; ratio if rung 0 were free {p['ratio_if_rung0_free']:.2f}, "
+            f"if only the lineages that reached the top were paid for {p['ratio_if_top_lineages_only']:.2f}"
+        )
     for r in runs:
         if r["method"] == "ladder":
             agreement = ", ".join(
