@@ -9,11 +9,12 @@
 All are traced at the image size the network was built for (``model.img_size``); ``model.pt2`` and
 ``model.onnx`` leave the batch size free and hold standard ops only: while ``torch.export`` traces, the
 local-attention mixer computes its naive form (:func:`nas.ops.local_attention.dense_local_attention`)
-instead of this package's custom kernel, so neither needs this package to run. A TorchScript trace records
-that kernel (``nas::local_attention``) as it is: a network with local attention needs ``import nas`` to run
-from it. ONNX files carry their opset, the architecture and the task
-sizes in their metadata (:func:`onnx_metadata`), and the input's normalisation when the model file records it
-(a search's and ``nas train``'s do). The input is a float32 ``(batch, in_chans, H, W)`` image batch
+instead of this package's custom kernel, so neither needs this package to run. ``torch.jit.trace`` gets the
+same naive form under :func:`nas.ops.standalone_trace` (a trace that recorded the kernel,
+``nas::local_attention``, would not load without ``import nas``), so a TorchScript file holds standard ops
+too. ONNX files carry their opset, the architecture and the task sizes in their metadata
+(:func:`onnx_metadata`), and the input's normalisation when the model file records it (a search's and ``nas
+train``'s do). The input is a float32 ``(batch, in_chans, H, W)`` image batch
 normalised as in training, ``(image / 255 - mean) / std`` with the dataset's per-channel mean and std; the
 output is the logits.
 """
@@ -30,6 +31,7 @@ from typing import Any
 import torch
 
 from nas.model import NasNet
+from nas.ops import standalone_trace
 
 __all__ = ["FILES", "ONNX_OPSET", "check_format", "onnx_metadata", "write_standalone"]
 
@@ -69,7 +71,8 @@ def write_standalone(
             # shape checks (constant at the fixed image size a traced file runs at) are not news to them
             warnings.filterwarnings("ignore", category=FutureWarning, module=r"torch\.jit")
             warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
-            torch.jit.trace(model, example, check_trace=False).save(str(path))
+            with standalone_trace():  # the attention ops' standard form, as under torch.export
+                torch.jit.trace(model, example, check_trace=False).save(str(path))
         return [path]
     batch = {0: torch.export.Dim("batch")}
     if fmt == "export":

@@ -15,6 +15,7 @@ from nas.ops import (  # noqa: F401  (imported for their registrations)
     stems,
     transformer,
 )
+from nas.ops._layers import standalone_trace
 from nas.ops.registry import BLOCKS, MIXERS, STEMS, MixerCfg, Registry
 
-__all__ = ["BLOCKS", "MIXERS", "STEMS", "MixerCfg", "Registry"]
+__all__ = ["BLOCKS", "MIXERS", "STEMS", "MixerCfg", "Registry", "standalone_trace"]

@@ -1,16 +1,19 @@
-"""Small shared pieces of the ops (private): the ceil-mode 2x2 average pool every strided op agrees on, and
-the cache of the constant tensors (relative indices) the attention ops make per feature size."""
+"""Small shared pieces of the ops (private): the ceil-mode 2x2 average pool every strided op agrees on, the
+cache of the constant tensors (relative indices) the attention ops make per feature size, and the test for
+a trace that must hold standard ops only."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 import torch
 import torch.nn as nn
 
-__all__ = ["out_size", "pool2", "tensor_cache"]
+__all__ = ["out_size", "pool2", "standalone_trace", "standard_ops_only", "tensor_cache"]
 
 _F = TypeVar("_F", bound=Callable[..., torch.Tensor])
 
@@ -23,6 +26,32 @@ def pool2() -> nn.Module:
 def out_size(size: tuple[int, int], stride: int) -> tuple[int, int]:
     """Spatial size after an op of this stride (all strided ops here round up)."""
     return (-(-size[0] // stride), -(-size[1] // stride))
+
+
+class _Standalone(threading.local):
+    tracing = False
+
+
+_standalone = _Standalone()
+
+
+@contextlib.contextmanager
+def standalone_trace() -> Iterator[None]:
+    """Mark a ``torch.jit.trace`` as the trace of a standalone file (:func:`standard_ops_only` is then
+    True). Only marked: fvcore counts MACs from a jit trace too, and it must see this package's ops."""
+    before, _standalone.tracing = _standalone.tracing, True
+    try:
+        yield
+    finally:
+        _standalone.tracing = before
+
+
+def standard_ops_only() -> bool:
+    """Whether torch is tracing the network into a standalone file (``torch.export``, which the ONNX exporter
+    uses too, or a jit trace under :func:`standalone_trace`): the attention ops then compute with standard
+    ops, not this package's kernel or its batch-size loop, so that the file runs without this package at any
+    batch size."""
+    return torch.compiler.is_exporting() or _standalone.tracing
 
 
 def tensor_cache(maxsize: int) -> Callable[[_F], _F]:

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from timm.layers import trunc_normal_
 
 from nas.arch import ATTN_STEM_HEADS
+from nas.ops._layers import standard_ops_only
 from nas.ops.registry import STEMS
 
 __all__ = ["AttentionStem"]
@@ -74,8 +75,8 @@ class AttentionStem(nn.Module):
             inside[:height, :width] = True
             mask = self._to_blocks(inside[None, None].expand(batch, self.heads, hp, wp))[:, :, None, :, 0]
         q, k, v = self._to_blocks(self.query(x)), self._to_blocks(self.key(x)), self._to_blocks(v)
-        # an exported program keeps its batch dynamic: one call, as a loop over a symbolic size would fix it
-        if torch.compiler.is_exporting() or q.shape[0] <= SDPA_MAX_BATCH:
+        # a standalone file keeps its batch free: one call, as a loop over the traced size would fix it
+        if standard_ops_only() or q.shape[0] <= SDPA_MAX_BATCH:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B * blocks, heads, block^2, d)
         else:
             out = torch.cat(

@@ -25,8 +25,9 @@ never stored.
 
 :func:`dense_local_attention` is the same attention written naively with ``F.unfold`` (every k x k window of
 keys and values held at once, k^2 times the activation memory): the tests' ground truth, and what the mixer
-computes while ``torch.export`` traces it (``nas export`` to ``.pt2`` or ONNX), so that an exported program
-holds standard ops only, which run without this package and which ONNX can express.
+computes while ``torch.export`` or ``torch.jit.trace`` traces it (``nas export`` to ``.pt2``, ONNX or
+TorchScript), so that a standalone file holds standard ops only, which run without this package and which
+ONNX can express.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from timm.layers import trunc_normal_
 from torch import Tensor, nn
 
 from nas.ops._chunk_threads import map_chunks
-from nas.ops._layers import pool2
+from nas.ops._layers import pool2, standard_ops_only
 from nas.ops.registry import MIXERS, MixerCfg
 
 __all__ = ["LocalAttention", "dense_local_attention"]
@@ -360,7 +361,7 @@ class LocalAttention(nn.Module):
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         """(B, heads, d, H, W) q, k, v -> (B, heads, d, H, W): Eq. 2 and 3 over each k x k window."""
-        if torch.compiler.is_exporting():  # standard ops only in an exported program (module docstring)
+        if standard_ops_only():  # a standalone file holds standard ops only (module docstring)
             return dense_local_attention(q, k, v, self.rel_row, self.rel_col, self.k)
         b, heads, d, h, w = q.shape
         dtype = q.dtype  # the kernel runs in the dtype the (autocast) qkv projection produced
