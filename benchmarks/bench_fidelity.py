@@ -263,14 +263,15 @@ def _retimed(
     return out
 
 
-def _ladder_bounds(table: pd.DataFrame, curve: list[tuple[float, float]], level: float) -> dict[str, Any]:
+def _ladder_bounds(
+    table: pd.DataFrame, curve: list[tuple[float, float]], level: float, top: int
+) -> dict[str, Any]:
     """Where the ladder's time goes and what cheaper or better-ranked low rungs could at most buy: its device
     seconds per rung, and the seconds it needs to reach ``level`` (single fidelity's final hypervolume) on
     two clocks that keep every decision the run made (what TPE proposed, what was promoted): one on which
-    rung 0 is free, and one that counts only the lineages that reached the top rung (an oracle that promoted
-    without a wasted rung). Neither is a run that happened: they bound what tuning the rungs can do before
-    the sampler or the top rung's own cost must change."""
-    top = int(table["rung"].max())
+    rung 0 is free, and one that counts only the lineages that reached the top rung ``top`` (an oracle that
+    promoted without a wasted rung). Neither is a run that happened: they bound what tuning the rungs can do
+    before the sampler or the top rung's own cost must change."""
     lineages = set(table.loc[(table["rung"] == top) & (table["state"] == "COMPLETE"), "lineage"])
     return {
         "charge_by_rung": {int(r): float(c) for r, c in table.groupby("rung")["charge"].sum().items()},
@@ -407,7 +408,7 @@ def main() -> None:
         level = single["final_hv"]
         t_single = _time_to_reach(single["curve"], level)
         t_ladder = _time_to_reach(ladder["curve"], level)
-        bounds = _ladder_bounds(tables[("ladder", seed)], ladder["curve"], level)
+        bounds = _ladder_bounds(tables[("ladder", seed)], ladder["curve"], level, args.rungs - 1)
         pairs.append(
             {
                 "seed": seed,

@@ -44,11 +44,11 @@ def test_bounds_retime_the_fronts_on_clocks_that_skip_rung_0_or_the_lineages_tha
     table = _ladder_run()
     # the run's curve: one point per trial's end, at its cumulative charge 2, 5, 9, 10, 20, 25
     curve = [(2.0, 0.0), (5.0, 0.0), (9.0, 0.0), (10.0, 0.0), (20.0, 0.6), (25.0, 0.6)]
-    bounds = bench._ladder_bounds(table, curve, level=0.6)
+    bounds = bench._ladder_bounds(table, curve, level=0.6, top=2)
     assert bounds["charge_by_rung"] == {0: 11.0, 1: 4.0, 2: 10.0}
     # rung 0 free: only trials 2 (4 s) and 4 (10 s) count, so the level is reached at 14 s, not 20
     assert bounds["seconds_if_rung0_free"] == pytest.approx(14.0)
     # only lineage 0 reached the top: its trials 0, 2 and 4 count, 2 + 4 + 10 = 16 s
     assert bounds["seconds_if_top_lineages_only"] == pytest.approx(16.0)
-    never = bench._ladder_bounds(table, curve, level=0.7)
+    never = bench._ladder_bounds(table, curve, level=0.7, top=2)
     assert math.isinf(never["seconds_if_rung0_free"]) and math.isinf(never["seconds_if_top_lineages_only"])
