@@ -17,8 +17,10 @@ On a fidelity ladder (``--fidelity ladder``) each rung of an architecture is its
 attributes ``rung`` and ``lineage`` (the number of its rung-0 trial). Before asking for a trial, a free worker
 reads the study's rung results and applies :func:`nas.search.fidelity.next_promotion`; a promotion is
 enqueued as a trial with the lineage's parameters, so every engine feature (liveness, re-runs of lost
-trials, budgets) treats it as any trial. Two workers may decide the same promotion at once: the later of the
-two trials is pruned unrun (state PRUNED, reason recorded, nothing charged).
+trials, budgets) treats it as any trial. The sampler models on rung-0 trials only
+(:func:`nas.search.samplers.on_rung_zero`), as the Ray driver's inner searcher does. Two workers may decide
+the same promotion at once: the later of the two trials is pruned unrun (state PRUNED, reason recorded,
+nothing charged).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from nas.search.failures import WriteFailed, disk_state
 from nas.search.fidelity import Promotion, RungResult, next_promotion
 from nas.search.liveness import Heartbeat, enqueue_rerun, fail_lost_trials
 from nas.search.progress import SearchProgress
-from nas.search.samplers import make_sampler, sampler_seed
+from nas.search.samplers import make_sampler, on_rung_zero, sampler_seed
 from nas.search.settings import SearchSettings
 from nas.search.storage import batched_writes, open_storage, storage_url
 from nas.search.study_file import StudyFile, StudyFileLost
@@ -95,7 +97,7 @@ def open_study(
         study_name=settings.study_name,
         storage=storage,
         directions=[o.direction for o in settings.parsed_objectives],
-        sampler=make_sampler(settings.sampler_name, _seed(settings, worker, session)),
+        sampler=_sampler(settings, worker, session),
         load_if_exists=True,
     )
     terms = study_terms(settings)
@@ -124,6 +126,11 @@ def _seed(settings: SearchSettings, worker: int, session: Session | None) -> int
     than its first one did."""
     resumed = settings.resume and session is not None
     return sampler_seed(settings.seed, worker, session.id if resumed else None)
+
+
+def _sampler(settings: SearchSettings, worker: int, session: Session | None) -> optuna.samplers.BaseSampler:
+    sampler = make_sampler(settings.sampler_name, _seed(settings, worker, session))
+    return on_rung_zero(sampler) if settings.fidelity == "ladder" else sampler
 
 
 def rung_results(trials: Sequence[FrozenTrial]) -> list[RungResult]:

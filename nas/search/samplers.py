@@ -7,18 +7,30 @@ Seeds (:func:`sampler_seed`): a study's first session seeds its workers ``seed +
 with one worker is repeatable from ``--seed``. A later session (``--resume``, or a worker that joins from
 another machine) seeds from ``seed`` and its session id: seeded like the first, it would re-propose the
 architectures the first session proposed, and the study would train them again.
+
+On a fidelity ladder (:func:`on_rung_zero`) the sampler models on rung-0 results only: each architecture
+once, every value at one fidelity. A promotion is a trial of its own with its lineage's parameters and a
+higher rung's top-1; seen by TPE (or NSGA-II, GP), the promoted architectures would appear two or three
+times, their later values dominating every rung-0 value, and the sampler would split good from bad by how
+far a trial was trained rather than by what it is. The Ray driver's inner searcher is told rung-0 trials
+only for the same reason.
 """
 
 from __future__ import annotations
 
 import hashlib
 import warnings
+from collections.abc import Container
+from typing import Any
 
 import optuna
+from optuna.samplers import BaseSampler
+from optuna.study import Study
+from optuna.trial import FrozenTrial, TrialState
 
 from nas.search.settings import SAMPLERS
 
-__all__ = ["make_sampler", "sampler_seed"]
+__all__ = ["make_sampler", "on_rung_zero", "sampler_seed"]
 
 
 def sampler_seed(seed: int, worker: int = 0, session: str | None = None) -> int:
@@ -47,3 +59,68 @@ def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
     except ImportError:
         raise ValueError("sampler: gp needs scipy; pip install scipy, or use nsga2, tpe or random") from None
     return optuna.samplers.GPSampler(seed=seed)
+
+
+def on_rung_zero(sampler: BaseSampler) -> BaseSampler:
+    """``sampler`` as a ladder's search uses it: it samples, and is told, as if the study held no trial of
+    a rung above 0 (see the module's docstring)."""
+    return _RungZeroSampler(sampler)
+
+
+def _promoted(trial: FrozenTrial) -> bool:
+    return bool(trial.user_attrs.get("rung"))  # a promotion: rung 1 or higher, set when it is enqueued
+
+
+class _RungZeroStudy:
+    """The study as a sampler reads it, its promotions left out. Optuna's samplers read a study's trials
+    through ``Study._get_trials`` (private; there is no public way to hand a sampler another history), so
+    this is the one place that overrides it; every other attribute is the study's own."""
+
+    def __init__(self, study: Study) -> None:
+        self._study = study
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._study, name)
+
+    def _get_trials(
+        self, deepcopy: bool = True, states: Container[TrialState] | None = None, use_cache: bool = False
+    ) -> list[FrozenTrial]:
+        trials = self._study._get_trials(deepcopy=deepcopy, states=states, use_cache=use_cache)
+        return [t for t in trials if not _promoted(t)]
+
+    def get_trials(
+        self, deepcopy: bool = True, states: Container[TrialState] | None = None
+    ) -> list[FrozenTrial]:
+        return self._get_trials(deepcopy=deepcopy, states=states)
+
+    @property
+    def trials(self) -> list[FrozenTrial]:
+        return self.get_trials()
+
+
+class _RungZeroSampler(BaseSampler):
+    """``base`` given the study without its promotions, for every decision it makes."""
+
+    def __init__(self, base: BaseSampler) -> None:
+        self.base = base
+
+    def __str__(self) -> str:
+        return f"{self.base} on rung 0"
+
+    def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, Any]:
+        return self.base.infer_relative_search_space(_RungZeroStudy(study), trial)  # type: ignore[arg-type]
+
+    def sample_relative(self, study: Study, trial: FrozenTrial, search_space: dict[str, Any]) -> dict:
+        return self.base.sample_relative(_RungZeroStudy(study), trial, search_space)  # type: ignore[arg-type]
+
+    def sample_independent(self, study: Study, trial: FrozenTrial, name: str, distribution: Any) -> Any:
+        return self.base.sample_independent(_RungZeroStudy(study), trial, name, distribution)  # type: ignore[arg-type]
+
+    def before_trial(self, study: Study, trial: FrozenTrial) -> None:
+        self.base.before_trial(_RungZeroStudy(study), trial)  # type: ignore[arg-type]
+
+    def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState, values: Any) -> None:
+        self.base.after_trial(_RungZeroStudy(study), trial, state, values)  # type: ignore[arg-type]
+
+    def reseed_rng(self) -> None:
+        self.base.reseed_rng()
