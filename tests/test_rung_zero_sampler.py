@@ -17,6 +17,16 @@ from nas.search.settings import SearchSettings
 
 DISTRIBUTIONS = {"op": CategoricalDistribution(["C", "L", "R", "E"]), "depth": IntDistribution(1, 8)}
 DIRECTIONS = ["maximize", "minimize"]
+GENERATION = optuna.samplers.NSGAIISampler._get_generation_key()
+POPULATION = 4  # NSGA-II's: the 14 rung-0 trials make three generations and part of a fourth
+
+
+def _sampler(name: str) -> optuna.samplers.BaseSampler:
+    """``name`` seeded; NSGA-II with a population small enough that the history below breeds it (at its
+    default 50 it would sample at random throughout, and the check would not reach its selection)."""
+    if name == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=7, population_size=POPULATION)
+    return make_sampler(name, 7)
 
 
 def _rung_zero_trials(n: int = 14) -> list[optuna.trial.FrozenTrial]:
@@ -26,14 +36,22 @@ def _rung_zero_trials(n: int = 14) -> list[optuna.trial.FrozenTrial]:
         params = {"op": rng.choice("CLRE"), "depth": rng.randint(1, 8)}
         values = [rng.uniform(0.3, 0.6), params["depth"] * 10.0 + rng.uniform(0, 5)]
         attrs = {"rung": 0, "lineage": number}
+        generation = {GENERATION: number // POPULATION}  # as NSGA-II's before_trial would have set it
         trials.append(
-            create_trial(params=params, distributions=DISTRIBUTIONS, values=values, user_attrs=attrs)
+            create_trial(
+                params=params,
+                distributions=DISTRIBUTIONS,
+                values=values,
+                user_attrs=attrs,
+                system_attrs=generation,
+            )
         )
     return trials
 
 
 def _promotions(rung_zero: list[optuna.trial.FrozenTrial]) -> list[optuna.trial.FrozenTrial]:
-    """The two lineages with the highest rung-0 top-1 promoted twice, each rung a better top-1."""
+    """The two lineages with the highest rung-0 top-1 promoted twice, each rung a better top-1, enqueued
+    while the third generation ran."""
     best = sorted(range(len(rung_zero)), key=lambda i: -rung_zero[i].values[0])[:2]
     trials = []
     for lineage in best:
@@ -43,7 +61,11 @@ def _promotions(rung_zero: list[optuna.trial.FrozenTrial]) -> list[optuna.trial.
             attrs = {"rung": rung, "lineage": lineage}
             trials.append(
                 create_trial(
-                    params=first.params, distributions=DISTRIBUTIONS, values=values, user_attrs=attrs
+                    params=first.params,
+                    distributions=DISTRIBUTIONS,
+                    values=values,
+                    user_attrs=attrs,
+                    system_attrs={GENERATION: 2},
                 )
             )
     return trials
@@ -70,16 +92,20 @@ def _proposals(sampler: optuna.samplers.BaseSampler, history: list, asks: int = 
 def test_the_ladders_sampler_proposes_as_if_there_were_no_promotions(name: str) -> None:
     rung_zero = _rung_zero_trials()
     promoted = _promotions(rung_zero)
-    alone = _proposals(make_sampler(name, 7), rung_zero)
+    alone = _proposals(_sampler(name), rung_zero)
     interleaved = rung_zero[:8] + promoted + rung_zero[8:]
-    assert _proposals(on_rung_zero(make_sampler(name, 7)), interleaved) == alone
+    assert _proposals(on_rung_zero(_sampler(name)), interleaved) == alone
 
 
-def test_tpe_unwrapped_is_swayed_by_the_promotions() -> None:
-    """The check above can fail: a plain TPE sampler, shown the same promotions, proposes otherwise."""
+@pytest.mark.parametrize("name", ["tpe", "nsga2"])
+def test_a_model_based_sampler_unwrapped_is_swayed_by_the_promotions(name: str) -> None:
+    """The check above can fail: TPE or NSGA-II unwrapped, shown the same promotions, proposes otherwise
+    (and NSGA-II's proposals are bred, not random: they differ from the random sampler's)."""
     rung_zero = _rung_zero_trials()
-    alone = _proposals(make_sampler("tpe", 7), rung_zero)
-    assert _proposals(make_sampler("tpe", 7), rung_zero + _promotions(rung_zero)) != alone
+    promoted = _promotions(rung_zero)
+    alone = _proposals(_sampler(name), rung_zero)
+    assert _proposals(_sampler(name), rung_zero[:8] + promoted + rung_zero[8:]) != alone
+    assert alone != _proposals(make_sampler("random", 7), rung_zero)
 
 
 def test_the_optuna_driver_samples_a_ladders_study_on_rung_zero(tmp_path: Path) -> None:
