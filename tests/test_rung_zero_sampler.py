@@ -71,6 +71,11 @@ def _promotions(rung_zero: list[optuna.trial.FrozenTrial]) -> list[optuna.trial.
     return trials
 
 
+def _interleaved(rung_zero: list[optuna.trial.FrozenTrial]) -> list[optuna.trial.FrozenTrial]:
+    """The study's history as a ladder writes it: the promotions among the rung-0 trials."""
+    return rung_zero[:8] + _promotions(rung_zero) + rung_zero[8:]
+
+
 def _proposals(sampler: optuna.samplers.BaseSampler, history: list, asks: int = 6) -> list[dict]:
     """What ``sampler`` proposes for ``asks`` trials in a row after ``history`` (each told a fixed value)."""
     study = optuna.create_study(directions=DIRECTIONS, sampler=sampler)
@@ -91,10 +96,8 @@ def _proposals(sampler: optuna.samplers.BaseSampler, history: list, asks: int = 
 @pytest.mark.parametrize("name", ["tpe", "nsga2", "random"])
 def test_the_ladders_sampler_proposes_as_if_there_were_no_promotions(name: str) -> None:
     rung_zero = _rung_zero_trials()
-    promoted = _promotions(rung_zero)
     alone = _proposals(_sampler(name), rung_zero)
-    interleaved = rung_zero[:8] + promoted + rung_zero[8:]
-    assert _proposals(on_rung_zero(_sampler(name)), interleaved) == alone
+    assert _proposals(on_rung_zero(_sampler(name)), _interleaved(rung_zero)) == alone
 
 
 @pytest.mark.parametrize("name", ["tpe", "nsga2"])
@@ -102,9 +105,8 @@ def test_a_model_based_sampler_unwrapped_is_swayed_by_the_promotions(name: str) 
     """The check above can fail: TPE or NSGA-II unwrapped, shown the same promotions, proposes otherwise
     (and NSGA-II's proposals are bred, not random: they differ from the random sampler's)."""
     rung_zero = _rung_zero_trials()
-    promoted = _promotions(rung_zero)
     alone = _proposals(_sampler(name), rung_zero)
-    assert _proposals(_sampler(name), rung_zero[:8] + promoted + rung_zero[8:]) != alone
+    assert _proposals(_sampler(name), _interleaved(rung_zero)) != alone
     assert alone != _proposals(make_sampler("random", 7), rung_zero)
 
 
