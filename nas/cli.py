@@ -481,7 +481,9 @@ def search(
     rungs: Annotated[int | None, typer.Option(help="The ladder's rungs. \\[default: 3]")] = None,
     min_fidelity: Annotated[
         int | None,
-        typer.Option(help="Images trained on at the bottom rung. \\[default: half the proxy's training]"),
+        typer.Option(
+            help="Images trained on at the bottom rung. \\[default: the proxy's / (2 eta): rung 1 half]"
+        ),
     ] = None,
     rung_schedule: Annotated[
         str | None,
@@ -490,8 +492,8 @@ def search(
         ),
     ] = None,
     rung_val_images: Annotated[
-        int | None,
-        typer.Option(help="Validation images of the rungs below the top. \\[default: the proxy's]"),
+        str | None,
+        typer.Option(help="N or all: validation images of the rungs below the top. \\[default: 500]"),
     ] = None,
     config: Annotated[
         Path | None, typer.Option(help="YAML/TOML file with the same keys; flags override it.")

@@ -435,6 +435,16 @@ SIZE_CASES = [
     *whole_cases("search", _search_with, "--eta", 2, bounds.MAX_ETA),
     *whole_cases("search", _search_with, "--rungs", 2, bounds.MAX_RUNGS),
     *whole_cases("search", _search_with, "--min-fidelity", 1, bounds.MAX_IMAGES),
+    pytest.param(
+        _search_with("--rung-val-images", "0"),
+        f"rung-val-images: must be a whole number between 1 and {bounds.MAX_IMAGES}, got 0",
+        id="search-rung-val-images-below",
+    ),
+    pytest.param(
+        _search_with("--rung-val-images", "most"),
+        "rung-val-images: must be a whole number or all, got 'most'",
+        id="search-rung-val-images-word",
+    ),
     *number_cases("search", _search_with, "--trial-timeout", bounds.MAX_TRIAL_SECONDS, above=True),
     *number_cases("search", _search_with, "--cpus-per-trial", bounds.MAX_CPUS_PER_TRIAL, above=True),
     *whole_cases("search", _search_with, "--supernet-workers", 1, bounds.MAX_WORKERS),

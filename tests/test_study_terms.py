@@ -4,6 +4,7 @@ its resume and is held to it from then on; how long and where it is searched may
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import optuna
@@ -99,8 +100,51 @@ def test_a_study_from_before_the_terms_records_them_at_its_resume(tmp_path: Path
 
 
 def test_a_ladder_recorded_before_its_schedule_was_a_choice_reads_as_its_defaults() -> None:
-    terms = study_terms(SearchSettings(fidelity="ladder", min_fidelity=500))
+    terms = study_terms(SearchSettings(fidelity="ladder", min_fidelity=500, rung_val_images="all"))
     recorded = {**terms, "fidelity": {"fidelity": "ladder", "eta": 3, "rungs": 3, "min_fidelity": 500}}
     check_terms("old", recorded, terms)
-    with pytest.raises(ValueError, match="'rung_schedule': 'rung'"):
+    with pytest.raises(ValueError, match="rung schedule top; it cannot be resumed with rung schedule rung"):
         check_terms("old", recorded, {**terms, "fidelity": {**terms["fidelity"], "rung_schedule": "rung"}})
+    # it validated every rung on all the profile's images: today's default (500) is another ladder
+    with pytest.raises(
+        ValueError, match="rung val images all; it cannot be resumed with rung val images 500"
+    ):
+        check_terms("old", recorded, study_terms(SearchSettings(fidelity="ladder", min_fidelity=500)))
+
+
+def test_a_ladder_on_the_old_default_rung_zero_resumes_only_on_it() -> None:
+    """Until 2026-11 rung 0 trained on half the proxy's images by default (2000 of coatnet's cpu 4000), and
+    the study recorded min_fidelity None; the default is now a sixth at eta 3 (a rule the study records by
+    name). A plain resume would climb another ladder: refused, naming the count that resumes it."""
+    old = SearchSettings(fidelity="ladder", rung_val_images="all")
+    recorded = {**study_terms(old), "fidelity": {**study_terms(old)["fidelity"], "min_fidelity": None}}
+    with pytest.raises(ValueError, match=r"rung 0 on half the proxy's images; .* give --min-fidelity 2000 "):
+        check_terms("old", recorded, study_terms(old))
+    with pytest.raises(ValueError, match="give --min-fidelity 2000"):
+        check_terms("old", recorded, study_terms(SearchSettings(fidelity="ladder", min_fidelity=1999)))
+    check_terms(
+        "old",
+        recorded,
+        study_terms(SearchSettings(fidelity="ladder", min_fidelity=2000, rung_val_images="all")),
+    )
+    # a profile that trains on the whole dataset (gpu): its size is no term, so the count given is the study's
+    gpu = SearchSettings(fidelity="ladder", profile="gpu", rung_val_images="all")
+    whole = {**study_terms(gpu), "fidelity": {**study_terms(gpu)["fidelity"], "min_fidelity": None}}
+    check_terms("old", whole, study_terms(dataclasses.replace(gpu, min_fidelity=300000)))
+    with pytest.raises(ValueError, match=r"give --min-fidelity N, half of the images its proxy trains on,"):
+        check_terms("old", whole, study_terms(gpu))
+
+
+def test_the_default_ladder_is_the_one_the_benchmark_measured(tmp_path: Path) -> None:
+    """Rung 0 on 1/(2 eta) of the proxy's images: on coatnet's cpu profile (62 batches of 64) the rungs
+    bench_fidelity.py measured (661, 1983, 5949 images), its rungs below the top on 500 validation images."""
+    from nas.search.trial import TrialRunner
+
+    ladder = TrialRunner(_settings(tmp_path, fidelity="ladder")).ladder
+    assert [ladder.images(r) for r in range(ladder.rungs)] == [661, 1983, 5949]
+    assert (ladder.validation(0), ladder.validation(1), ladder.validation(2)) == (500, 500, None)
+    assert study_terms(_settings(tmp_path, fidelity="ladder"))["fidelity"]["min_fidelity"] == (
+        "rung 1 on half the proxy's images"
+    )
+    eta2 = TrialRunner(_settings(tmp_path, fidelity="ladder", eta=2, rungs=4)).ladder
+    assert [eta2.images(r) for r in range(4)] == [992, 1984, 3968, 7936]  # rung 1 is still half the proxy

@@ -40,18 +40,33 @@ from nas.bounds import MAX_ETA, MAX_IMAGES, MAX_RUNGS, shown, whole
 from results.pareto import nondominated_sort
 
 __all__ = [
+    "DEFAULT_RUNG_VAL_IMAGES",
     "FIDELITIES",
     "RUNG_SCHEDULES",
     "Ladder",
     "Promotion",
     "RungResult",
     "crowding_distances",
+    "default_min_images",
     "next_promotion",
     "rung_order",
 ]
 
 FIDELITIES = ("single", "ladder")
 RUNG_SCHEDULES = ("top", "rung")  # one schedule spanning the top rung; one restarted at every rung
+# The rungs below the top validate on this many images unless told otherwise (``--rung-val-images``): on
+# coatnet's cpu profile, 2000 held-out images took 0.61-0.91 s of a 1.4-2.2 s rung-0 trial and 500 took
+# 0.16-0.23 s (benchmarks/bench_fidelity.py, README "Fidelity ladder" rows).
+DEFAULT_RUNG_VAL_IMAGES = 500
+
+
+def default_min_images(proxy_images: int, eta: int, batch_size: int) -> int:
+    """Rung 0's images when ``--min-fidelity`` is not given: ``1 / (2 eta)`` of what the proxy trains on, so
+    that rung 1 trains on half the proxy's images and, at eta 3 and 3 rungs, the top rung on 1.5 times them;
+    at least one batch. On coatnet's cpu profile (3968 images) this is the ladder bench_fidelity.py measured:
+    661, 1983, 5949 images. (Until 2026-11 rung 0 trained on half the proxy: 1984, 5952, 17856 there, a
+    ladder no benchmark ran, whose rung-0 trial cost half a proxy trial.)"""
+    return max(batch_size, proxy_images // (2 * eta))
 
 
 @dataclass(frozen=True)

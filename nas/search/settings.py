@@ -37,6 +37,7 @@ from nas.bounds import (
 )
 from nas.option_names import option
 from nas.search.budget import Budget
+from nas.search.fidelity import DEFAULT_RUNG_VAL_IMAGES
 from nas.search.objectives import KNOWN_DIRECTIONS, Objective, parse_objectives
 
 __all__ = [
@@ -107,9 +108,10 @@ class SearchSettings:
     fidelity: str = "single"  # or "ladder": nas.search.fidelity's asynchronous successive halving
     eta: int = 3  # the ladder's reduction factor: 1 in eta trials of a rung is promoted
     rungs: int = 3
-    min_fidelity: int | None = None  # images trained on at rung 0; None: half the profile's proxy training
+    min_fidelity: int | None = None  # images trained on at rung 0; None: 1/(2 eta) of the proxy's training
     rung_schedule: str = "top"  # the ladder's learning rate: one schedule spanning the top, or one per rung
-    rung_val_images: int | None = None  # validation images of the rungs below the top; None: the profile's
+    # validation images of the rungs below the top: a count, or "all" (None) the profile's validation images
+    rung_val_images: int | str | None = DEFAULT_RUNG_VAL_IMAGES
     evaluator_config: dict[str, Any] = field(default_factory=dict)  # overrides of the evaluator's config
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -117,6 +119,7 @@ class SearchSettings:
         from search_spaces import get_space
 
         self._check_types()
+        self._check_rung_val_images()
         self._check_sizes()
         space = get_space(self.space)  # ValueError names the known spaces
         space.profile(self.profile)
@@ -214,6 +217,15 @@ class SearchSettings:
                 f"objectives: must be a list of metric[:max|min] names such as top1:max,macs:min, "
                 f"got {shown(self.objectives)}"
             )
+
+    def _check_rung_val_images(self) -> None:
+        """``rung_val_images`` as a count, or None for "all" (as the CLI and config files may write it)."""
+        value = self.rung_val_images
+        if isinstance(value, str):
+            text = value.strip().lower()
+            if text != "all" and not text.isdecimal():
+                raise ValueError(f"rung-val-images: must be a whole number or all, got {shown(value)}")
+            object.__setattr__(self, "rung_val_images", None if text == "all" else int(text))
 
     def _check_sizes(self) -> None:
         """Every count and size within its bound (:mod:`nas.bounds`), before anything is made of it."""
@@ -393,7 +405,7 @@ _FIELD_TYPES: dict[str, tuple[Any, ...]] = {
     "rungs": (int,),
     "min_fidelity": (int, _OPTIONAL),
     "rung_schedule": (str,),
-    "rung_val_images": (int, _OPTIONAL),
+    "rung_val_images": (int, str, _OPTIONAL),
     "evaluator_config": (dict,),
 }
 

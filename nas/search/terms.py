@@ -24,6 +24,11 @@ from nas.search.constraints import Limits
 __all__ = ["check_terms", "study_terms"]
 
 _FIDELITY_DEFAULTS = {"rung_schedule": "top", "rung_val_images": None}  # recorded before they were choices
+# ``min_fidelity`` is recorded as given, or as the rule that resolves it (it depends on the data): this one,
+# :func:`~nas.search.fidelity.default_min_images`. A study recorded None before the rule had a name, when rung
+# 0 trained on half the proxy's images (at least one batch): the rule such a study climbs by.
+_MIN_FIDELITY_RULE = "rung 1 on half the proxy's images"
+_LEGACY_MIN_FIDELITY = "rung 0 on half the proxy's images"
 
 
 def study_terms(settings: Any) -> dict[str, Any]:
@@ -55,9 +60,20 @@ def check_terms(study: str, recorded: Mapping[str, Any], terms: Mapping[str, Any
             continue
         was = recorded[name]
         if name == "fidelity" and was.get("fidelity") == "ladder":
-            was = {**_FIDELITY_DEFAULTS, **was}
+            was = _recorded_ladder(was, now, recorded.get("proxy_profile"))
         if _same(name, was, now):
             continue
+        if name == "fidelity" and was.get("fidelity") == now.get("fidelity") == "ladder":
+            changed = [k for k in now if was.get(k) != now.get(k)]
+            hint = ""
+            if was.get("min_fidelity") == _LEGACY_MIN_FIDELITY:
+                legacy = _legacy_min_images(recorded.get("proxy_profile"))
+                count = legacy or "N, half of the images its proxy trains on,"
+                hint = f" (to resume it on its own rung 0, give --min-fidelity {count} with its other terms)"
+            raise ValueError(
+                f"study {study!r} climbs a ladder with {_ladder_fields(was, changed)}; "
+                f"it cannot be resumed with {_ladder_fields(now, changed)}{hint}"
+            )
         if name == "proxy_profile":  # the fields that differ, not the whole profile
             changed = sorted(k for k in {*was, *now} if was.get(k) != now.get(k))
             raise ValueError(
@@ -88,6 +104,37 @@ def _fields(values: Mapping[str, Any], names: list[str]) -> str:
     return ", ".join(f"{name} {values.get(name, 'unset')}" for name in names)
 
 
+def _ladder_fields(values: Mapping[str, Any], names: list[str]) -> str:
+    """A ladder's terms in words; None is rung_val_images' "all" (the one term that may be None)."""
+    shown = {k: "all" if v is None else v for k, v in values.items()}
+    return ", ".join(f"{name.replace('_', ' ')} {shown.get(name, 'unset')}" for name in names)
+
+
+def _recorded_ladder(was: Mapping[str, Any], now: Mapping[str, Any], profile: Any) -> dict[str, Any]:
+    """A recorded ladder with the terms it predates filled in: the defaults of its time, and for
+    ``min_fidelity`` the rule of its time; a count given now that this rule gives for the recorded profile
+    reads as the same (so such a study resumes with ``--min-fidelity`` that count). Where that profile trains
+    on the whole dataset, whose size is not a term, the count given is taken as the study's."""
+    was = {**_FIDELITY_DEFAULTS, **was}
+    if was.get("min_fidelity") is None:
+        was["min_fidelity"] = _LEGACY_MIN_FIDELITY
+        asked, legacy = now.get("min_fidelity"), _legacy_min_images(profile)
+        if isinstance(asked, int) and legacy in (asked, None):
+            was["min_fidelity"] = asked
+    return was
+
+
+def _legacy_min_images(profile: Any) -> int | None:
+    """Rung 0's images under the rule before 2026-11 (half the proxy's, at least one batch), from the
+    recorded proxy profile; None where the profile trains on the whole dataset (its size is not a term)."""
+    if not isinstance(profile, Mapping) or not profile.get("train_samples"):
+        return None
+    try:
+        return max(int(profile["batch_size"]), int(profile["epochs"]) * int(profile["train_samples"]) // 2)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def _fidelity(settings: Any) -> dict[str, Any]:
     if settings.fidelity != "ladder":
         return {"fidelity": "single"}
@@ -95,7 +142,7 @@ def _fidelity(settings: Any) -> dict[str, Any]:
         "fidelity": "ladder",
         "eta": settings.eta,
         "rungs": settings.rungs,
-        "min_fidelity": settings.min_fidelity,
+        "min_fidelity": _MIN_FIDELITY_RULE if settings.min_fidelity is None else settings.min_fidelity,
         "rung_schedule": settings.rung_schedule,
         "rung_val_images": settings.rung_val_images,
     }

@@ -50,6 +50,7 @@ from nas.arch import Arch
 from nas.search import stopping
 from nas.search.budget import TrialCost
 from nas.search.failures import deadline, failure_reason, release_memory
+from nas.search.fidelity import default_min_images
 from nas.search.settings import SearchSettings
 
 __all__ = ["Earlier", "TrialRecord", "TrialRunner", "run_trial"]
@@ -226,14 +227,18 @@ class TrialRunner:
     @property
     def ladder(self) -> Any:
         """The search's :class:`~nas.search.fidelity.Ladder` (None for a single fidelity): rung 0 trains on
-        ``--min-fidelity`` images, by default half of what the profile's proxy trains on."""
+        ``--min-fidelity`` images, by default :func:`~nas.search.fidelity.default_min_images` of what the
+        profile's proxy trains on (its epochs of whole batches of its pool)."""
         if self.settings.fidelity != "ladder":
             return None
         if self._ladder is None:
             images = self.settings.min_fidelity
             if images is None:
+                batch = self.profile.batch_size
                 pool = self.profile.train_samples or len(self.data().train)
-                images = max(self.profile.batch_size, self.profile.epochs * pool // 2)
+                images = default_min_images(
+                    self.profile.epochs * (pool // batch) * batch, self.settings.eta, batch
+                )
             self._ladder = self.settings.ladder(images)
         return self._ladder
 
