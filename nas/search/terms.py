@@ -114,7 +114,8 @@ def _recorded_ladder(was: Mapping[str, Any], now: Mapping[str, Any], profile: An
     """A recorded ladder with the terms it predates filled in: the defaults of its time, and for
     ``min_fidelity`` the rule of its time; a count given now that this rule gives for the recorded profile
     reads as the same (so such a study resumes with ``--min-fidelity`` that count). Where that profile trains
-    on the whole dataset, whose size is not a term, the count given is taken as the study's."""
+    on the whole dataset (its size is not a term) or was not recorded, the count given is taken as the
+    study's."""
     was = {**_FIDELITY_DEFAULTS, **was}
     if was.get("min_fidelity") is None:
         was["min_fidelity"] = _LEGACY_MIN_FIDELITY
