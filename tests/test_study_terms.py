@@ -13,6 +13,7 @@ import pytest
 from nas.search.optuna_driver import open_study
 from nas.search.settings import SearchSettings
 from nas.search.terms import check_terms, study_terms
+from nas.search.trial import TrialRunner
 
 
 def _settings(runs: Path, **changes) -> SearchSettings:
@@ -138,8 +139,6 @@ def test_a_ladder_on_the_old_default_rung_zero_resumes_only_on_it() -> None:
 def test_the_default_ladder_is_the_one_the_benchmark_measured(tmp_path: Path) -> None:
     """Rung 0 on 1/(2 eta) of the proxy's images: on coatnet's cpu profile (62 batches of 64) the rungs
     bench_fidelity.py measured (661, 1983, 5949 images), its rungs below the top on 500 validation images."""
-    from nas.search.trial import TrialRunner
-
     ladder = TrialRunner(_settings(tmp_path, fidelity="ladder")).ladder
     assert [ladder.images(r) for r in range(ladder.rungs)] == [661, 1983, 5949]
     assert (ladder.validation(0), ladder.validation(1), ladder.validation(2)) == (500, 500, None)
