@@ -54,6 +54,7 @@ import json
 import math
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -830,6 +831,10 @@ def plot(result: dict[str, Any], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # SIGTERM (kill, a job scheduler) exits through Python, so subprocess.run kills the `nas train` it waits
+    # on: by default this process would die alone and leave its training running, a second writer of the
+    # checkpoint the next run resumes
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     study = Study(args)
     if args.status:
         print(study.status())
