@@ -563,6 +563,10 @@ def search(
     console.print(f"manifest: {outcome.manifest}")
     if outcome.report is not None:
         console.print(f"report: {outcome.report}")
+    if outcome.front:
+        console.print(f"front: {outcome.front} architectures ({outcome.run_dir / 'pareto.csv'})")
+    elif outcome.no_front:
+        console.print(f"[yellow]the front is empty[/]: {outcome.no_front}", highlight=False)
     if outcome.interrupted:
         raise typer.Exit(128 + (outcome.signum or 2))  # 130 for Ctrl-C (SIGINT), 143 for SIGTERM
     if outcome.lost:

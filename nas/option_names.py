@@ -28,3 +28,9 @@ def option(name: str, value: object = True) -> str:
     if _flags.get():
         return "--" + name.replace("_", "-")
     return f"{name}={value!r}"
+
+
+def setting(name: str, value: object) -> str:
+    """``name`` set to ``value``, as the user writes it: ``--fidelity single`` on the command line,
+    ``fidelity='single'`` from Python."""
+    return f"{option(name)} {value}" if _flags.get() else option(name, value)

@@ -58,7 +58,7 @@ from results.arch_drawing import arch_svg
 from results.importance import FRONT, ChoiceImportance, choice_importance
 from results.pareto import dominates, hypervolume_history, pareto_front
 from results.plot_layout import Box, integer_step, log_ticks, place_labels
-from results.store import at_top_rung, feasible_rows, top_rung
+from results.store import at_top_rung, feasible_rows, top_rung, why_no_front
 
 __all__ = ["baseline_labels", "ideal_point", "load_run", "reference_point", "write_report"]
 
@@ -766,6 +766,8 @@ def write_report(run_dir: str | Path) -> Path:
         columns=["", "value"],
     )
     title = f"NAS report: {manifest.get('study')}"
+    why = why_no_front(analysis["frame"], analysis["top_rung"])
+    empty = f"<p>The front is empty: {html.escape(why)}.</p>"
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
         f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>",
@@ -775,13 +777,13 @@ def write_report(run_dir: str | Path) -> Path:
         "<h2>Hypervolume</h2>",
         plots[-1],
         "<h2>Architectures on the front</h2>",
-        _html_table(front, links={"number": "arch-"}) if len(front) else "<p>No completed trial yet.</p>",
+        _html_table(front, links={"number": "arch-"}) if len(front) else empty,
         "<h2>Which choices matter</h2>",
         _importance_html(analysis["importance"]),
         "<h2>Drawings of the front's architectures</h2>",
         "<p>Stem, stages (block and mixer, depth, width, stride) and head; a box's height grows with its "
         "width. Click a trial number above, or a point of a plot, to come here.</p>",
-        _drawings_html(analysis) or "<p>No completed trial yet.</p>",
+        _drawings_html(analysis) or empty,
         "<h2>Baselines and the architectures that dominate them</h2>",
         _html_table(_baseline_table(analysis)) if analysis["baselines"] else "<p>No baseline was run.</p>",
         "<h2>Failed trials</h2>",

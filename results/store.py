@@ -35,6 +35,7 @@ __all__ = [
     "top_rung",
     "trial_row",
     "trials_frame",
+    "why_no_front",
 ]
 
 COLUMNS = [
@@ -113,6 +114,20 @@ def at_top_rung(frame: pd.DataFrame, top: int | None) -> list[bool]:
     if "rung" not in frame:
         return [False] * len(frame)
     return [bool(pd.notna(rung) and int(rung) == top) for rung in frame["rung"]]
+
+
+def why_no_front(frame: pd.DataFrame, top: int | None) -> str:
+    """Why a study's front is empty, as a sentence's end: no trial has completed, none has reached a
+    ladder's top rung (``top``), or none met the search's limits."""
+    done = (frame["state"] == "COMPLETE").tolist() if "state" in frame else []
+    if not any(done):
+        return "no trial has completed yet"
+    if not any(ok and up for ok, up in zip(done, at_top_rung(frame, top), strict=True)):
+        return (
+            f"no trial has reached the ladder's top rung (rung {top}) yet, and the front is of its results "
+            "only: resume the study with a larger budget"
+        )
+    return "no completed trial met the search's limits"
 
 
 def feasible_rows(frame: pd.DataFrame) -> list[bool]:

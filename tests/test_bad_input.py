@@ -790,6 +790,14 @@ CLI_CASES = [
         search("--resume", config="{root}/wrong-type.yaml"), "workers: must be", id="search-config-wrong-type"
     ),
     pytest.param(search("--resume", config="{hybrid}"), "must end in .yaml", id="search-config-wrong-suffix"),
+    pytest.param(
+        search("--resume", "--fidelity", "ladder", budget="8trials", evaluator="proxy"),
+        "8 trials end before any architecture can reach the top rung of this ladder (3 rungs, eta 3), whose "
+        "results alone make the front: the first gets there after 9 trials at the soonest, 13 if the first "
+        "results stay the best; give a budget of at least 13 trials, fewer rungs, a smaller eta, or "
+        "--fidelity single",
+        id="search-ladder-budget-reaches-no-top-rung",
+    ),
     # architecture files
     *arch_cases("cost"),
     *arch_cases("inspect"),

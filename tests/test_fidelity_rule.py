@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from collections.abc import Callable
 
 import pytest
 
@@ -153,3 +154,33 @@ def test_as_results_arrive_each_rungs_top_share_is_promoted(eta: int) -> None:
         top = rung_order(done, TOP1_MACS)[: len(done) // eta]
         assert {r.lineage for r in top} <= promoted
         assert len(done) // eta <= len(promoted) < len(done)  # ASHA may promote a few more than n // eta
+
+
+def _first_top_rung_result(ladder: Ladder, values: Callable[[int], tuple[float, float]]) -> int:
+    """One worker climbs ``ladder``, the trial numbered ``i`` scoring ``values(i)``: the trials run until
+    the first top-rung result."""
+    results: list[RungResult] = []
+    lineages = itertools.count()
+    while not any(r.rung == ladder.top for r in results):
+        step = next_promotion(results, ladder, TOP1_MACS)
+        lineage, rung = (next(lineages), 0) if step is None else (step.lineage, step.rung)
+        results.append(RungResult(lineage, rung, values(len(results))))
+    return len(results)
+
+
+@pytest.mark.parametrize(
+    ("eta", "rungs", "soonest", "latest"),
+    [(2, 3, 6, 7), (3, 3, 9, 13), (2, 4, 10, 15), (4, 2, 5, 5), (3, 4, 16, 40)],
+)
+def test_the_first_top_rung_result_comes_between_the_soonest_and_the_latest(
+    eta: int, rungs: int, soonest: int, latest: int
+) -> None:
+    """Each new result the best so far (top-1 rising at equal MACs): the soonest; each new one the worst:
+    the latest; random results: in between (a trials budget below the soonest leaves the front empty)."""
+    ladder = Ladder(eta=eta, rungs=rungs, min_images=10)
+    assert ladder.trials_to_top == (soonest, latest)
+    assert _first_top_rung_result(ladder, lambda i: (i, 1.0)) == soonest
+    assert _first_top_rung_result(ladder, lambda i: (-i, 1.0)) == latest
+    for seed in range(5):
+        rng = random.Random(seed)
+        assert soonest <= _first_top_rung_result(ladder, lambda i, r=rng: (r.random(), r.random())) <= latest

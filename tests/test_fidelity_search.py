@@ -90,7 +90,7 @@ def test_a_laddered_search_promotes_by_the_rule_and_fronts_the_top_rung(tmp_path
 def test_the_rung_schedule_reaches_every_rungs_training(tmp_path: Path) -> None:
     """With ``rung_schedule="rung"`` each rung's checkpoint records the schedule restarted at every rung
     below the top (in updates), and a promotion continues under it."""
-    outcome = run_search(_settings(tmp_path, budget="3trials", rung_schedule="rung"))
+    outcome = run_search(_settings(tmp_path, budget="7trials", rung_schedule="rung"))
     done = _check_ladder(outcome.trials)
     assert (done["rung"] == 1).any()
     batch = get_space("coatnet").profile("cpu").batch_size
@@ -125,7 +125,7 @@ def test_ray_climbs_the_same_ladder(tmp_path: Path) -> None:
         ray.shutdown()
     refused = "climbs a ladder with eta 2; it cannot be resumed with eta 3"
     with pytest.raises(ValueError, match=refused):  # before Ray starts
-        run_search(_settings(tmp_path, backend="ray", concurrency=2, budget="12trials", resume=True, eta=3))
+        run_search(_settings(tmp_path, backend="ray", concurrency=2, budget="13trials", resume=True, eta=3))
     done = _check_ladder(outcome.trials)
     assert len(done) == 10 and (done["rung"] > 0).any()
     front = pd.read_csv(outcome.run_dir / "pareto.csv")
@@ -199,6 +199,9 @@ def test_a_kill_mid_ladder_loses_no_finished_rung(tmp_path: Path) -> None:
         ({"rung_val_images": 0}, "rung-val-images: must be a whole number between 1 and"),
         ({"rung_val_images": "most"}, "rung-val-images: must be a whole number or all, got 'most'"),
         ({"rung_val_images": "-5"}, "rung-val-images: must be a whole number or all, got '-5'"),
+        # eta 2, 3 rungs: the first top-rung result comes after 6 trials at the soonest, 7 at the latest
+        ({"budget": "5trials"}, "after 6 trials at the soonest, 7 if the first results stay the best"),
+        ({"budget": "8trials", "eta": 3}, "8 trials end before .*give a budget of at least 13 trials"),
     ],
 )
 def test_settings_that_cannot_climb_are_refused(tmp_path: Path, changes: dict, message: str) -> None:
@@ -217,11 +220,11 @@ def test_cli_refuses_a_ladder_without_training_in_one_sentence(tmp_path: Path) -
 
 
 def test_a_study_resumes_only_on_its_own_ladder(tmp_path: Path) -> None:
-    run_search(_settings(tmp_path, budget="2trials"))
+    run_search(_settings(tmp_path, budget="7trials"))  # the fewest trials that reach the top rung
     with pytest.raises(ValueError, match="cannot be resumed with"):
-        run_search(_settings(tmp_path, budget="3trials", resume=True, eta=3))
+        run_search(_settings(tmp_path, budget="13trials", resume=True, eta=3))
     with pytest.raises(ValueError, match="rung schedule top; it cannot be resumed with rung schedule rung"):
-        run_search(_settings(tmp_path, budget="3trials", resume=True, rung_schedule="rung"))
+        run_search(_settings(tmp_path, budget="8trials", resume=True, rung_schedule="rung"))
     refused = "rung val images 500; it cannot be resumed with rung val images all"
     with pytest.raises(ValueError, match=refused):
-        run_search(_settings(tmp_path, budget="3trials", resume=True, rung_val_images="all"))
+        run_search(_settings(tmp_path, budget="8trials", resume=True, rung_val_images="all"))

@@ -15,7 +15,7 @@ import pytest
 from nas.search.run import run_search
 from nas.search.settings import SearchSettings
 from results.report import analyse, load_run, write_report
-from results.store import frame_from_rows, save_trials, trial_row
+from results.store import frame_from_rows, save_trials, trial_row, why_no_front
 from search_spaces import get_space
 
 FRONT_RED = (0xD6, 0x27, 0x28)  # the front's colour in the plots
@@ -99,6 +99,26 @@ def test_hypervolume_is_normalized_between_the_reference_and_the_ideal_point(tmp
     page = write_report(run).read_text()
     assert "<td>0.7000</td>" in page and "normalized to [0, 1]" in page
     assert "7e+10" not in page and "70000000000" not in page  # the raw volume is shown nowhere
+
+
+def test_an_empty_front_says_why(tmp_path: Path) -> None:
+    """No trial completed, none reached a ladder's top rung, none met the limits: each says so, in the
+    report and to ``nas search`` (``why_no_front``)."""
+    run = _hand_made_run(tmp_path / "run")
+    frame, manifest = load_run(run)
+    assert why_no_front(frame[frame["state"] == "FAIL"], None) == "no trial has completed yet"
+    infeasible = frame.assign(feasible=False)
+    assert why_no_front(infeasible, None) == "no completed trial met the search's limits"
+    # the same trials on a 3-rung ladder, trained to rungs 0 and 1 only
+    laddered = frame.assign(rung=[0, 1, 0], lineage=[0, 0, 2])
+    reason = why_no_front(laddered, 2)
+    assert reason.startswith("no trial has reached the ladder's top rung (rung 2) yet")
+    save_trials(laddered, run)
+    manifest["settings"].update(fidelity="ladder", rungs=3)
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    page = write_report(run).read_text()
+    assert f"<p>The front is empty: {html.escape(reason)}.</p>" in page
+    assert pd.read_csv(run / "pareto.csv").empty
 
 
 def test_missing_run_directory_is_one_sentence(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import sqlite3
 from pathlib import Path
 
@@ -159,6 +160,7 @@ def test_cli_search_bad_input_leaves_the_study_untouched(tmp_path: Path) -> None
     base += ["--macs-img-size", "32", "--runs-dir", str(tmp_path), "--study", "cli"]
     ok = runner.invoke(app, [*base, "--budget", "3trials"])
     assert ok.exit_code == 0, ok.output
+    assert re.search(r"front: [1-3] architectures", ok.output), ok.output
     before = (tmp_path / "cli" / "trials.csv").read_bytes()
     for extra in (
         ["--budget", "3trials"],  # exists, no --resume

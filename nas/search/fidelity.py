@@ -113,6 +113,17 @@ class Ladder:
         return tuple(self.images(r) for r in range(self.top)) if self.schedule == "rung" else ()
 
     @property
+    def trials_to_top(self) -> tuple[int, int]:
+        """After how many trials (one worker) the first architecture completes the top rung: (soonest,
+        latest). Rung ``r + 1`` promotes the best ``n // eta`` of rung ``r``'s ``n`` results, so it needs
+        ``eta`` of them for its first promotion, and then one more per promotion at the soonest (each new
+        result the best so far): ``1 + (top - r) * (eta - 1)`` trials at rung ``r``, 5 + 3 + 1 = 9 at eta 3
+        and 3 rungs. At the latest (each new result below the earlier ones) it needs ``eta**(top - r)``
+        there, 9 + 3 + 1 = 13. A trials budget below the soonest ends with an empty front."""
+        soonest = sum(1 + (self.top - r) * (self.eta - 1) for r in range(self.rungs))
+        return soonest, sum(self.eta ** (self.top - r) for r in range(self.rungs))
+
+    @property
     def cost_per_trial(self) -> float:
         """Expected training per new trial, in rung-0 units: rung ``r`` adds ``eta**r - eta**(r-1)`` units
         for the ``1 / eta**r`` of trials that reach it (so ``1 + (rungs - 1) * (1 - 1 / eta)``)."""

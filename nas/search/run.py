@@ -39,6 +39,8 @@ class SearchOutcome:
     report: Path | None = None  # None when the study has no completed trial to plot yet
     ran: int | None = None  # trials this process ran (Optuna; several workers share one study)
     signum: int | None = None  # the signal that interrupted it (None: Ctrl-C under Ray, or none)
+    front: int = 0  # architectures on the front (pareto.csv)
+    no_front: str | None = None  # why the front is empty (results.store.why_no_front), when it is
 
 
 def run_search(settings: SearchSettings, console: Console | None = None) -> SearchOutcome:
@@ -124,13 +126,19 @@ def _run_search(settings: SearchSettings, console: Console | None) -> SearchOutc
             "lost": lost,
         },
     )
-    report = None
+    report, front = None, 0
     if len(frame) and (frame["state"] == "COMPLETE").any():
         from results.report import write_report
 
         report = write_report(settings.run_dir)
+        front = len(pd.read_csv(settings.run_dir / "pareto.csv"))
+    from results.store import why_no_front
+
+    no_front = None if front else why_no_front(frame, settings.top_rung)
     signum = stopping.received() if interrupted else None
-    return SearchOutcome(settings.run_dir, frame, manifest, interrupted, stopped, lost, report, ran, signum)
+    return SearchOutcome(
+        settings.run_dir, frame, manifest, interrupted, stopped, lost, report, ran, signum, front, no_front
+    )
 
 
 def _collect(settings: SearchSettings) -> tuple[pd.DataFrame, str, Any]:

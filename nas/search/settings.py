@@ -35,7 +35,7 @@ from nas.bounds import (
     shown,
     whole,
 )
-from nas.option_names import option
+from nas.option_names import option, setting
 from nas.search.budget import Budget
 from nas.search.fidelity import DEFAULT_RUNG_VAL_IMAGES
 from nas.search.objectives import KNOWN_DIRECTIONS, Objective, parse_objectives
@@ -267,12 +267,23 @@ class SearchSettings:
 
         if self.fidelity not in FIDELITIES:
             raise ValueError(f"fidelity: unknown {shown(self.fidelity)}; allowed: {', '.join(FIDELITIES)}")
-        self.ladder(1 if self.min_fidelity is None else self.min_fidelity)
-        if self.fidelity == "ladder" and not evaluator.ladder:
+        ladder = self.ladder(1 if self.min_fidelity is None else self.min_fidelity)
+        if self.fidelity != "ladder":
+            return
+        if not evaluator.ladder:
             trains = [e.name for e in EVALUATORS.values() if e.ladder]
             raise ValueError(
                 f"fidelity: the {evaluator.name} evaluator {evaluator.does}, so it has no rungs to climb; "
                 f"a ladder needs --evaluator {' / '.join(trains)}"
+            )
+        budget, (soonest, latest) = Budget.parse(self.budget), ladder.trials_to_top
+        if budget.kind == "trials" and budget.amount < soonest:
+            raise ValueError(
+                f"budget: {budget.amount:g} trials end before any architecture can reach the top rung of "
+                f"this ladder ({ladder.rungs} rungs, eta {ladder.eta}), whose results alone make the front: "
+                f"the first gets there after {soonest} trials at the soonest, {latest} if the first results "
+                f"stay the best; give a budget of at least {latest} trials, fewer rungs, a smaller eta, or "
+                f"{setting('fidelity', 'single')}"
             )
 
     # -------------------------------------------------------------------------------------- derived
