@@ -10,7 +10,7 @@ command) as a user does, one process per search, in a fresh ``--runs-dir``:
 Each search's trials table says what each sample cost (``cost_seconds``: from before its sampling to the end
 of its check, :mod:`nas.search.trial`). Reported per search: the rejected samples' count, median and worst
 seconds (the target: every one under 1 s), the complete trials' median, the feasible fraction of the sampled
-trials in the first and second half of the search (:func:`results.report.feasible_fractions`), the wall
+trials in the first and second half of the search (:func:`results.analysis.feasible_fractions`), the wall
 time of the whole command and the parts in the store after it. The searches run the code on ``PYTHONPATH``
 (default: this repository), so the same script measures another checkout (``PYTHONPATH=/path/to/main``) for
 a before/after comparison; ``load`` is ``os.getloadavg()`` before and after.
@@ -49,7 +49,7 @@ def _search(runs_dir: Path, study: str, seed: int, env: dict[str, str]) -> dict[
     # run from the runs folder: `python -m` puts the working directory before PYTHONPATH on sys.path
     subprocess.run(args, check=True, env=env, cwd=runs_dir, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - start
-    from results.report import feasible_fractions  # the code under test's own rule
+    from results.analysis import feasible_fractions  # the code under test's own rule
 
     frame = pd.read_csv(runs_dir / study / "trials.csv")
     rejected = frame.loc[frame["state"] == "INFEASIBLE", "cost_seconds"].tolist()

@@ -30,8 +30,8 @@ import pandas as pd
 
 from nas.atomic import scratch_folder
 from nas.search.objectives import parse_objectives
+from results.analysis import load_run
 from results.pareto import pareto_front
-from results.report import load_run
 from results.store import at_top_rung, feasible_rows, top_rung
 
 __all__ = ["export_trials", "front_numbers", "prune_weights"]

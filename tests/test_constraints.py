@@ -20,7 +20,8 @@ from nas.search.constraints import Limits, parse_count, parse_ms
 from nas.search.run import run_search
 from nas.search.storage import open_storage
 from nas.search.trial import TrialRunner
-from results.report import _scatter_figure, analyse, feasible_fractions, load_run, rejections
+from results.analysis import analyse, feasible_fractions, load_run, rejections
+from results.plots import scatter_figure
 from search_spaces import get_space
 
 LIMIT = 65e6  # sasa at 32 px: about half the space's samples are under it, three baselines over
@@ -149,9 +150,9 @@ def test_the_report_draws_the_limit_counts_the_rejected_and_keeps_the_front_feas
     frame, manifest = load_run(outcome.run_dir)
     assert manifest["limits"] == {"macs": LIMIT}
     analysis = analyse(frame, manifest)
-    assert analysis["front"] and all(analysis["feasible"][i] for i in analysis["front"])
-    assert all(frame.loc[i, "macs"] <= LIMIT for i in analysis["front"])
-    figure = _scatter_figure(analysis, "params", "macs")
+    assert analysis.front and all(analysis.feasible[i] for i in analysis.front)
+    assert all(frame.loc[i, "macs"] <= LIMIT for i in analysis.front)
+    figure = scatter_figure(analysis, "params", "macs")
     lines = [s for s in figure.layout.shapes if s.y0 == s.y1 == LIMIT]
     assert len(lines) == 1  # the macs limit, across the plot
     names = [trace.name for trace in figure.data]
@@ -162,7 +163,7 @@ def test_the_report_draws_the_limit_counts_the_rejected_and_keeps_the_front_feas
     assert len(fractions) == 4 and all(0 <= f <= 1 for f in fractions)
     html = (outcome.run_dir / "report.html").read_text()
     assert "macs &lt;= 65M" in html and f"{rejected} ({rejected} over the macs limit)" in html
-    assert not math.isnan(analysis["hypervolume"][-1])
+    assert not math.isnan(analysis.hypervolume[-1])
 
 
 @pytest.mark.parametrize("sampler", ["nsga2", "random"])

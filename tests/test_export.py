@@ -195,7 +195,7 @@ def test_onnx_without_its_packages_is_one_sentence(monkeypatch: pytest.MonkeyPat
 
 
 def test_the_exported_front_is_of_feasible_trials_as_the_report_draws_it() -> None:
-    """A baseline evaluated over a search's limit dominates nothing on the front (results.report's rule)."""
+    """A baseline evaluated over a search's limit dominates nothing on the front (results.analysis's rule)."""
     table = pd.DataFrame(
         {
             "number": [0, 1, 2, 3],

@@ -14,7 +14,8 @@ import pytest
 
 from nas.search.run import run_search
 from nas.search.settings import SearchSettings
-from results.report import analyse, load_run, write_report
+from results.analysis import analyse, load_run
+from results.report import write_report
 from results.store import frame_from_rows, save_trials, trial_row, why_no_front
 from search_spaces import get_space
 
@@ -93,9 +94,9 @@ def _hand_made_run(run: Path) -> Path:
 def test_hypervolume_is_normalized_between_the_reference_and_the_ideal_point(tmp_path: Path) -> None:
     run = _hand_made_run(tmp_path / "run")
     analysis = analyse(*load_run(run))
-    assert analysis["ideal"] == {"top1": 100.0, "macs": 0.0}
+    assert analysis.ideal == {"top1": 100.0, "macs": 0.0}
     # by hand: 80 x 8e8 + 60 x 9e8 - 60 x 8e8 = 7e10 of the box 100 x 1e9
-    assert analysis["hypervolume"] == pytest.approx([0.64, 0.70, 0.70])
+    assert analysis.hypervolume == pytest.approx([0.64, 0.70, 0.70])
     page = write_report(run).read_text()
     assert "<td>0.7000</td>" in page and "normalized to [0, 1]" in page
     assert "7e+10" not in page and "70000000000" not in page  # the raw volume is shown nowhere

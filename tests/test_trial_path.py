@@ -23,7 +23,7 @@ from nas.search.objectives import KNOWN_DIRECTIONS
 from nas.search.run import run_search
 from nas.search.settings import SearchSettings
 from nas.search.trial import TrialRunner, run_trial
-from results.report import analyse, front_table, load_run
+from results.analysis import analyse, front_table, load_run
 from search_spaces import get_space
 
 
