@@ -45,6 +45,7 @@ from evaluators.complexity import pick_device
 from evaluators.data import DataSplit, loaders
 from evaluators.data_parallel import Shard
 from evaluators.proxy import TrainingDiverged, check_optimizer, forked_rng
+from evaluators.steps import backward, update, validate
 from nas.arch import Arch
 from nas.create import save_model, weights_name
 from nas.supernet import Supernet
@@ -387,16 +388,12 @@ class OneShotEvaluator:
                     return first
                 if cfg.sandwich:
                     teacher = logits.detach().float().softmax(-1)
-            (scaler.scale(loss) if scaler is not None else loss).backward()
+            backward(loss, scaler)
         if shard is not None:
             first = shard.average(net, first)
             if not math.isfinite(first):
                 return first
-        if scaler is not None:
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            optimizer.step()
+        update(optimizer, scaler)
         return first
 
     def _save_checkpoint(self, state: dict[str, Any]) -> None:
@@ -434,7 +431,7 @@ class OneShotEvaluator:
         if cfg.finetune_steps:
             self._finetune(model, batches[: cfg.finetune_steps])
         _recalibrate_bn(model, batches[cfg.finetune_steps :], self._autocast)
-        metrics = self._validate(model, self._inputs(val_batches))
+        metrics = validate(model, self._inputs(val_batches), self.device, self._autocast)
         metrics["eval_seconds"] = time.perf_counter() - start
         metrics["arch"] = model.arch.key
         if self.weights_dir is not None:  # the inherited, recalibrated weights: what was scored
@@ -455,19 +452,6 @@ class OneShotEvaluator:
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-
-    @torch.inference_mode()
-    def _validate(self, model: nn.Module, batches: Any) -> dict[str, Any]:
-        model.eval()
-        correct = total = 0
-        loss_sum = 0.0
-        for x, y in batches:
-            with self._autocast():
-                logits = model(x)
-            loss_sum += float(F.cross_entropy(logits.float(), y, reduction="sum"))
-            correct += int((logits.argmax(1) == y).sum())
-            total += len(y)
-        return {"top1": 100.0 * correct / total, "loss": loss_sum / total}
 
 
 def _take(batches: Iterator[Any], n: int) -> list[Any]:

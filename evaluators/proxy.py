@@ -45,6 +45,7 @@ from evaluators.amp import amp_dtype, autocast, grad_scaler
 from evaluators.checkpoint import load_checkpoint, restoring, save_checkpoint
 from evaluators.complexity import pick_device
 from evaluators.data import DataSplit, loaders
+from evaluators.steps import backward, update, validate
 from nas.arch import Arch
 from nas.create import save_model, weights_name
 from nas.model import build_model
@@ -415,38 +416,14 @@ class _Trainer:
 
     def _step(self, loss: torch.Tensor) -> None:
         self.optimizer.zero_grad(set_to_none=True)
-        clip = self.config.grad_clip
-        if self.scaler is not None:
-            self.scaler.scale(loss).backward()
-            if clip is not None:
-                self.scaler.unscale_(self.optimizer)
-                nn.utils.clip_grad_norm_(self.model.parameters(), clip)
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-            return
-        loss.backward()
-        if clip is not None:
-            nn.utils.clip_grad_norm_(self.model.parameters(), clip)
-        self.optimizer.step()
+        backward(loss, self.scaler)
+        update(self.optimizer, self.scaler, self.config.grad_clip, self.model.parameters)
 
-    @torch.inference_mode()
     def _evaluate(self, batches: Iterable[Any], epoch: int) -> dict[str, float]:
-        self.model.eval()
-        correct = total = 0
-        loss_sum = torch.zeros((), device=self.device, dtype=torch.float64)
-        for x, y in batches:
-            x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
-            with self._autocast():
-                logits = self.model(x)
-            loss_sum += F.cross_entropy(logits.float(), y, reduction="sum")
-            correct += int((logits.argmax(1) == y).sum())
-            total += len(y)
-        loss = loss_sum.item() / total
-        if not math.isfinite(
-            loss
-        ):  # finite training loss but NaN logits: the weights are broken all the same
-            raise TrainingDiverged(epoch, 0, loss, self.arch.key)
-        return {"top1": 100.0 * correct / total, "loss": loss, "val_images": total}
+        metrics = validate(self.model, batches, self.device, self._autocast)
+        if not math.isfinite(metrics["loss"]):  # finite training loss but NaN logits: broken all the same
+            raise TrainingDiverged(epoch, 0, metrics["loss"], self.arch.key)
+        return metrics
 
 
 class _Restarts:

@@ -41,6 +41,7 @@ from evaluators.checkpoint import load_checkpoint, restoring, save_checkpoint
 from evaluators.complexity import pick_device
 from evaluators.data import DataSplit, loaders
 from evaluators.proxy import TrainingDiverged, build_scaled_network, check_optimizer, forked_rng
+from evaluators.steps import backward, update, validate
 from nas.arch import Arch
 from nas.create import save_model
 from search_spaces.base import ProxyProfile
@@ -290,13 +291,8 @@ def train_arch(
                 if not math.isfinite(value):
                     raise TrainingDiverged(epoch, step, value, net_arch.key)
                 optimizer.zero_grad(set_to_none=True)
-                if scaler is not None:
-                    scaler.scale(loss).backward()
-                    scaler.step(optimizer)
-                    scaler.update()
-                else:
-                    loss.backward()
-                    optimizer.step()
+                backward(loss, scaler)
+                update(optimizer, scaler)
                 scheduler.step_update(num_updates=(epoch - 1) * steps + step)
                 if ema is not None:
                     ema.update(model, step=(epoch - 1) * steps + step)
@@ -306,11 +302,10 @@ def train_arch(
                     spent = time.perf_counter() - begin
                     progress(TrainStatus(epoch, config.epochs, step, steps, seen, spent, total / seen))
             train_seconds = time.perf_counter() - begin
-            metrics = _validate(model, val_batches, dev, in_precision)
+            metrics = validate(model, val_batches, dev, in_precision)
             if ema is not None:
-                metrics.update(
-                    {f"{k}_ema": v for k, v in _validate(ema.module, val_batches, dev, in_precision).items()}
-                )
+                averaged = validate(ema.module, val_batches, dev, in_precision)
+                metrics.update({f"{k}_ema": averaged[k] for k in ("top1", "loss")})
             metrics.update(
                 epoch=epoch,
                 train_loss=total / max(seen, 1),
@@ -337,18 +332,3 @@ def train_arch(
         "device": str(dev),
         "amp": str(amp).removeprefix("torch.") if amp else "fp32",
     }
-
-
-@torch.inference_mode()
-def _validate(model: torch.nn.Module, batches: Any, dev: torch.device, in_precision: Any) -> dict[str, float]:
-    model.eval()
-    correct = total = 0
-    loss_sum = 0.0
-    for x, y in batches:
-        x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
-        with in_precision():
-            logits = model(x).float()
-        loss_sum += float(F.cross_entropy(logits, y, reduction="sum"))
-        correct += int((logits.argmax(1) == y).sum())
-        total += len(y)
-    return {"top1": 100.0 * correct / max(total, 1), "loss": loss_sum / max(total, 1)}
