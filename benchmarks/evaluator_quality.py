@@ -83,7 +83,8 @@ sys.path.insert(0, str(ROOT))
 
 # Imported after the repository root is on the path.
 from evaluators import zero_cost  # noqa: E402
-from evaluators.data import DataSplit, load_dataset, loaders  # noqa: E402
+from evaluators.batches import loaders  # noqa: E402
+from evaluators.data import DataSplit, load_dataset  # noqa: E402
 from evaluators.proxy import TrainConfig, TrainingDiverged, train_proxy  # noqa: E402
 from evaluators.ranking import kendall_tau, kendall_top, precision_at_k, spearman  # noqa: E402
 from nas.arch import Arch  # noqa: E402

@@ -1,4 +1,4 @@
-"""Datasets for proxy training: where the images come from, the held-out validation split, and fast batches.
+"""Datasets for proxy training: where the images come from, and the held-out validation split.
 
 This module owns:
 
@@ -9,12 +9,9 @@ This module owns:
 - the validation split: a fixed, seeded subset held out of the *training* set (the test set is never read, so
   a search never sees it); ``train_samples`` takes a seeded subset of the rest;
 - preprocessing: the small in-memory sets (``fashion-mnist``, ``cifar10``, ``cifar100``, ``synthetic``) are
-  resized once to the proxy's ``img_size`` and kept as one uint8 tensor; :func:`loaders` serves normalized
-  batches by indexing it, with seeded shuffling and optional batched augmentation (random crop with padding
-  and horizontal flip), instead of a per-sample PIL pipeline; timm's RandAugment, when asked for, goes
-  through PIL per image after them (:mod:`evaluators.augment`), seeded from the batches' generator.
-  ``imagefolder:PATH`` (ImageNet layout) is too big for that and goes through torchvision's ``ImageFolder``
-  and a ``DataLoader``.
+  resized once to the proxy's ``img_size`` and kept as one uint8 tensor (:class:`TensorImages`);
+  ``imagefolder:PATH`` (ImageNet layout) is too big for that and stays as files (:class:`FileImages`).
+  :mod:`evaluators.batches` serves batches of either.
 
 Nothing here knows about models, Optuna or Ray.
 """
@@ -33,20 +30,18 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
-from evaluators.augment import RandAugmentBatch, rand_augment
 from nas.option_names import option
 
 __all__ = [
     "DATASETS",
     "DataSplit",
     "FileImages",
-    "TensorBatches",
     "TensorImages",
     "cache_dir",
     "load_dataset",
-    "loaders",
+    "match_channels",
 ]
 
 DATASETS = ("fashion-mnist", "cifar10", "cifar100", "imagefolder:PATH", "synthetic")
@@ -190,7 +185,7 @@ def load_dataset(
     train = TensorImages(prepare(images[train_index]), labels[train_index])
     val = TensorImages(prepare(images[val_index]), labels[val_index])
     chans = train.images.shape[1]
-    mean, std = _match_channels(mean, chans), _match_channels(std, chans)
+    mean, std = match_channels(mean, chans), match_channels(std, chans)
     num_classes = 100 if kind == "cifar100" else 10
     return DataSplit(
         kind, train, val, num_classes, chans, img_size, mean, std, source, train_index, val_index, seed
@@ -241,7 +236,7 @@ def _convert_channels(images: torch.Tensor, in_chans: int | None) -> torch.Tenso
     raise ValueError(f"cannot convert {have}-channel images to in_chans={in_chans}")
 
 
-def _match_channels(stat: tuple[float, ...], chans: int) -> tuple[float, ...]:
+def match_channels(stat: tuple[float, ...], chans: int) -> tuple[float, ...]:
     if len(stat) == chans:
         return stat
     return (sum(stat) / len(stat),) * chans  # gray from RGB, or gray repeated into RGB
@@ -406,7 +401,7 @@ def _imagefolder(
     labels = torch.tensor(folder.targets, dtype=torch.long)
     train_index, val_index = split_indices(len(labels), val_size, seed, train_samples)
     chans = in_chans or 3
-    mean, std = (_match_channels(s, chans) for s in _STATS["imagefolder"])
+    mean, std = (match_channels(s, chans) for s in _STATS["imagefolder"])
     samples = folder.samples
     train = FileImages([samples[i] for i in train_index.tolist()])
     val = FileImages([samples[i] for i in val_index.tolist()])
@@ -414,149 +409,3 @@ def _imagefolder(
         f"imagefolder:{path}", train, val, len(folder.classes), chans, img_size, mean, std, str(root),
         train_index, val_index, seed,
     )  # fmt: skip
-
-
-# ------------------------------------------------------------------------------------------------ batches
-
-
-class TensorBatches:
-    """Normalized float batches of a :class:`TensorImages`, by indexing; one seeded permutation per pass.
-
-    Iterating again continues the same random stream, so epoch ``e`` of a run with a given seed always sees
-    the same order. Augmentation (random crop from a zero-padded image, horizontal flip) is done per batch
-    on tensors.
-    """
-
-    def __init__(
-        self,
-        data: TensorImages,
-        batch_size: int,
-        mean: Sequence[float],
-        std: Sequence[float],
-        *,
-        shuffle: bool = False,
-        augment: bool = False,
-        drop_last: bool = False,
-        seed: int = 0,
-        device: torch.device | str | None = None,
-        randaugment: RandAugmentBatch | None = None,
-    ) -> None:
-        self.device = torch.device(device or "cpu")
-        self.randaugment = randaugment
-        # Keep the uint8 images where the model runs: a small set fits on a GPU, and indexing there is free.
-        self.images = data.images.to(self.device)
-        self.labels = data.labels.to(self.device)
-        self.batch_size, self.shuffle, self.augment, self.drop_last = batch_size, shuffle, augment, drop_last
-        # Fold 1/255 into the affine normalization: x = u8 * scale + shift.
-        std_t = torch.tensor(std, device=self.device).view(1, -1, 1, 1)
-        self.scale = 1 / (255 * std_t)
-        self.shift = -torch.tensor(mean, device=self.device).view(1, -1, 1, 1) / std_t
-        self.generator = torch.Generator().manual_seed(seed)
-
-    def __len__(self) -> int:
-        n = len(self.labels)
-        return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
-
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        n = len(self.labels)
-        order = torch.randperm(n, generator=self.generator) if self.shuffle else torch.arange(n)
-        order = order.to(self.device)
-        for i in range(len(self)):
-            idx = order[i * self.batch_size : (i + 1) * self.batch_size]
-            x = self.images[idx]
-            if self.augment:
-                x = self._augment(x)
-            if self.randaugment is not None:
-                x = self.randaugment(x, int(torch.randint(2**31 - 1, (1,), generator=self.generator)))
-            yield x.float() * self.scale + self.shift, self.labels[idx]
-
-    def _augment(self, x: torch.Tensor, pad: int = 4) -> torch.Tensor:
-        """Random crop of the zero-padded image plus horizontal flip, as one ``gather`` over the batch
-        (five times faster on the CPU than advanced indexing with per-sample offsets)."""
-        b, c, h, w = x.shape
-        side = w + 2 * pad
-        offsets = torch.randint(0, 2 * pad + 1, (2, b), generator=self.generator).to(self.device)
-        flip = (torch.rand(b, generator=self.generator) < 0.5).to(self.device)
-        rows = offsets[0, :, None] + torch.arange(h, device=self.device)  # (B, H) rows of the padded image
-        cols = offsets[1, :, None] + torch.arange(w, device=self.device)
-        cols = torch.where(flip[:, None], cols.flip(1), cols)
-        index = (rows[:, :, None] * side + cols[:, None, :]).view(b, 1, h * w).expand(b, c, h * w)
-        padded = F.pad(x, (pad, pad, pad, pad)).view(b, c, -1)
-        return padded.gather(2, index).view(b, c, h, w)
-
-
-def loaders(
-    split: DataSplit,
-    batch_size: int,
-    *,
-    seed: int = 0,
-    train_samples: int | None = None,
-    val_samples: int | None = None,
-    augment: bool = False,
-    device: torch.device | str | None = None,
-    num_workers: int = 0,
-    randaugment: str = "",
-) -> tuple[TensorBatches | DataLoader, TensorBatches | DataLoader]:
-    """(train, val) iterables of ``(x, y)`` batches; train is shuffled with ``seed``, drops its last partial
-    batch and uses the first ``train_samples`` samples of ``split.train``, val the first ``val_samples`` of
-    ``split.val`` (None = all). ``randaugment`` (timm's string, '' for none) adds RandAugment to the
-    training batches."""
-    for what, n, held in (("training", train_samples, split.train), ("validation", val_samples, split.val)):
-        if n is not None and n > len(held):
-            raise ValueError(f"asked for {n} {what} samples; the split holds {len(held)}")
-    train, val = split.train.head(train_samples), split.val.head(val_samples)
-    if isinstance(train, TensorImages) and isinstance(val, TensorImages):
-        common = {"mean": split.mean, "std": split.std, "device": device}
-        ra = RandAugmentBatch(randaugment, split.mean, split.img_size) if randaugment else None
-        return (
-            TensorBatches(
-                train,
-                batch_size,
-                shuffle=True,
-                augment=augment,
-                drop_last=True,
-                seed=seed,
-                randaugment=ra,
-                **common,
-            ),
-            TensorBatches(val, batch_size, **common),
-        )
-    return _file_loaders(split, train, val, batch_size, seed, augment, device, num_workers, randaugment)
-
-
-def _file_loaders(
-    split: DataSplit,
-    train: FileImages,
-    val: FileImages,
-    batch_size: int,
-    seed: int,
-    augment: bool,
-    device: torch.device | str | None,
-    num_workers: int,
-    randaugment: str,
-) -> tuple[DataLoader, DataLoader]:
-    from torchvision.transforms import v2
-
-    size = split.img_size
-    tail = [v2.PILToTensor()]
-    if split.in_chans == 1:
-        tail.insert(0, v2.Grayscale(1))
-    tail += [v2.ToDtype(torch.float32, scale=True), v2.Normalize(split.mean, split.std)]
-    fixed = [v2.Resize(size), v2.CenterCrop(size)]
-    # files are read as RGB: RandAugment fills with the mean of each of the three channels
-    ra = [rand_augment(randaugment, _match_channels(split.mean, 3), size)] if randaugment else []
-    train_tf = v2.Compose(
-        ([v2.RandomResizedCrop(size), v2.RandomHorizontalFlip()] if augment else fixed) + ra + tail
-    )
-    pin = torch.device(device or "cpu").type == "cuda"
-    common = {"batch_size": batch_size, "num_workers": num_workers, "pin_memory": pin}
-    return (
-        DataLoader(
-            train.with_transform(train_tf),
-            shuffle=True,
-            drop_last=True,
-            generator=torch.Generator().manual_seed(seed),
-            **common,
-        ),
-        DataLoader(val.with_transform(v2.Compose(fixed + tail)), **common),
-    )

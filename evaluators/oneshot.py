@@ -40,9 +40,10 @@ from timm.optim import create_optimizer_v2
 from timm.scheduler import create_scheduler_v2
 
 from evaluators.amp import amp_dtype, autocast, grad_scaler
+from evaluators.batches import loaders
 from evaluators.checkpoint import load_checkpoint, restoring, save_checkpoint
 from evaluators.complexity import pick_device
-from evaluators.data import DataSplit, loaders
+from evaluators.data import DataSplit
 from evaluators.data_parallel import Shard
 from evaluators.proxy import TrainingDiverged, check_optimizer, forked_rng
 from evaluators.steps import backward, update, validate

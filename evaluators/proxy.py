@@ -42,9 +42,10 @@ from timm.optim import create_optimizer_v2, list_optimizers
 from timm.scheduler import create_scheduler_v2
 
 from evaluators.amp import amp_dtype, autocast, grad_scaler
+from evaluators.batches import loaders
 from evaluators.checkpoint import load_checkpoint, restoring, save_checkpoint
 from evaluators.complexity import pick_device
-from evaluators.data import DataSplit, loaders
+from evaluators.data import DataSplit
 from evaluators.steps import backward, update, validate
 from nas.arch import Arch
 from nas.create import save_model, weights_name
@@ -444,7 +445,7 @@ class _Restarts:
 
 class _Stream:
     """Batches ``start`` (0-based, a count of batches) up to ``end`` of the endless stream of seeded passes
-    over ``batches`` (a :class:`~evaluators.data.TensorBatches` or a DataLoader, both drawing from
+    over ``batches`` (a :class:`~evaluators.batches.TensorBatches` or a DataLoader, both drawing from
     ``batches.generator``). ``state`` is the generator's state at the start of the pass ``start`` falls in;
     after iterating, ``self.state`` is the same for ``end``: what continuing needs."""
 

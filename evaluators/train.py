@@ -37,9 +37,10 @@ from timm.utils import ModelEmaV3
 
 from evaluators.amp import amp_dtype, autocast, grad_scaler
 from evaluators.augment import host_rng
+from evaluators.batches import loaders
 from evaluators.checkpoint import load_checkpoint, restoring, save_checkpoint
 from evaluators.complexity import pick_device
-from evaluators.data import DataSplit, loaders
+from evaluators.data import DataSplit
 from evaluators.proxy import TrainingDiverged, build_scaled_network, check_optimizer, forked_rng
 from evaluators.steps import backward, update, validate
 from nas.arch import Arch

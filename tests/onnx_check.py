@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from evaluators.data import load_dataset, loaders
+from evaluators.batches import loaders
+from evaluators.data import load_dataset
 
 TOLERANCE = 1e-4
 

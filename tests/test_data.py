@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from evaluators import data as data_mod
-from evaluators.data import SYSTEM_FASHION_MNIST, TensorBatches, TensorImages, load_dataset, loaders
+from evaluators.batches import TensorBatches, loaders
+from evaluators.data import SYSTEM_FASHION_MNIST, TensorImages, load_dataset
 
 TRAIN, VAL = 2000, 500
 

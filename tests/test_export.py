@@ -15,8 +15,9 @@ import torch
 from typer.testing import CliRunner
 
 import nas.timm_models  # noqa: F401  (registers nas_arch with timm)
+from evaluators.batches import loaders
 from evaluators.complexity import count
-from evaluators.data import load_dataset, loaders
+from evaluators.data import load_dataset
 from nas.arch import Arch, Stage, Stem
 from nas.cli import app
 from nas.create import create_model

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from evaluators.data import DataSplit, load_dataset, loaders
+from evaluators.batches import loaders
+from evaluators.data import DataSplit, load_dataset
 from evaluators.proxy import Fidelity, TrainConfig, build_scaled_network, train_proxy
 from nas.arch import Arch, Stage, Stem
 from search_spaces.base import ProxyProfile
