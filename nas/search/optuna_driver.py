@@ -26,7 +26,6 @@ nothing charged).
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import time
 import warnings
 from collections.abc import Sequence
@@ -40,7 +39,7 @@ from nas.arch import Arch
 from nas.option_names import option
 from nas.search import stopping
 from nas.search.budget import BudgetTracker, Session, TrialCost, wall_seconds
-from nas.search.constraints import NothingFeasible, RejectionStreak
+from nas.search.constraints import RejectionStreak
 from nas.search.failures import WriteFailed, disk_state
 from nas.search.fidelity import Promotion, RungResult, next_promotion
 from nas.search.liveness import Heartbeat, enqueue_rerun, fail_lost_trials
@@ -48,9 +47,10 @@ from nas.search.progress import SearchProgress
 from nas.search.samplers import make_sampler, on_rung_zero, sampler_seed
 from nas.search.settings import SearchSettings
 from nas.search.storage import batched_writes, open_storage, storage_url
-from nas.search.study_file import StudyFile, StudyFileLost
+from nas.search.study_file import StudyFile
 from nas.search.terms import check_terms, study_terms
 from nas.search.trial import Earlier, Known, TrialRecord, TrialRunner, run_trial
+from nas.search.worker_pool import WorkerPool
 from results.store import trial_row
 
 __all__ = ["StudyBudget", "open_study", "run_optuna", "worker_loop"]
@@ -415,28 +415,6 @@ def worker_loop(
         watch.close()
 
 
-def _spawned_worker(settings: SearchSettings, worker: int, session: Session, ran: Any) -> None:
-    # the first worker says so, when its own streak ends or it finds the study's file removed; a signal
-    # (Ctrl-C to the process group, or SIGTERM from the first worker) ends it after its trial is recorded
-    stops = (NothingFeasible, StudyFileLost, WriteFailed, KeyboardInterrupt)
-    with contextlib.suppress(*stops), stopping.signals(defer=True):
-        ran.value = worker_loop(settings, worker, session=session)
-
-
-def _join(helpers: Sequence[Any]) -> None:
-    """Wait for the helper processes; once this process has received a signal, pass SIGTERM on to them
-    (Ctrl-C reaches a terminal's whole process group; a SIGTERM to the first worker does not)."""
-    told = False
-    while any(p.is_alive() for p in helpers):
-        if not told and stopping.received() is not None:
-            for p in helpers:
-                if p.is_alive():
-                    p.terminate()  # SIGTERM: its trial is recorded as interrupted, then it ends
-            told = True
-        for p in helpers:
-            p.join(timeout=0.2)
-
-
 def run_optuna(settings: SearchSettings, progress: SearchProgress | None = None) -> int:
     """The whole search: open or resume the study, enqueue baselines, do the evaluator's set-up once (a
     one-shot supernet, charged as overhead), run the workers until the budget is spent; returns the number
@@ -452,16 +430,6 @@ def run_optuna(settings: SearchSettings, progress: SearchProgress | None = None)
     setup = runner.prepare()
     if setup is not None:
         study.set_user_attr("overhead", [*study.user_attrs.get("overhead", []), setup.to_dict()])
-    context = multiprocessing.get_context("spawn")
-    counts = [context.Value("i", 0) for _ in range(1, settings.workers)]
-    helpers = [
-        context.Process(target=_spawned_worker, args=(settings, w, session, counts[w - 1]))
-        for w in range(1, settings.workers)
-    ]
-    for p in helpers:
-        p.start()
-    try:
+    with WorkerPool(worker_loop, settings, session) as helpers:
         ran = worker_loop(settings, 0, progress, runner, session, (study, storage))
-    finally:
-        _join(helpers)
-    return ran + sum(c.value for c in counts)
+    return ran + helpers.ran

@@ -1,0 +1,75 @@
+"""The helper worker processes of a search on this machine (``--workers N``): N - 1 spawned processes, each
+running a driver's worker loop against the same storage, beside the caller's own worker.
+
+Spawned, not forked: a fork would copy the parent's torch threads and open storage connections. A helper
+ends quietly on what ends a worker (its streak of rejections, the study's file removed, a storage it cannot
+write, a signal); the first worker raises those itself. A signal to the parent is passed on: Ctrl-C reaches a
+terminal's whole process group, but a SIGTERM sent to the parent alone would not reach the helpers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+from collections.abc import Callable
+from typing import Any
+
+from nas.search import stopping
+from nas.search.budget import Session
+from nas.search.constraints import NothingFeasible
+from nas.search.failures import WriteFailed
+from nas.search.settings import SearchSettings
+from nas.search.study_file import StudyFileLost
+
+__all__ = ["WorkerLoop", "WorkerPool"]
+
+# ``loop(settings, worker, session=session)`` runs trials until the budget is spent; returns how many it ran.
+# It must be a module-level function: a spawned process imports it by name.
+WorkerLoop = Callable[..., int]
+
+JOIN_POLL_SECONDS = 0.2  # how often the parent looks for a signal while it waits for its helpers
+
+
+def _helper(loop: WorkerLoop, settings: SearchSettings, worker: int, session: Session, ran: Any) -> None:
+    stops = (NothingFeasible, StudyFileLost, WriteFailed, KeyboardInterrupt)
+    with contextlib.suppress(*stops), stopping.signals(defer=True):
+        ran.value = loop(settings, worker, session=session)
+
+
+class WorkerPool:
+    """Workers 1 .. ``settings.workers - 1`` as spawned processes, for one session: started on entering the
+    ``with`` block, joined on leaving it (whichever way the parent's own worker ended); :attr:`ran` is the
+    number of trials they ran."""
+
+    def __init__(self, loop: WorkerLoop, settings: SearchSettings, session: Session) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._counts = [context.Value("i", 0) for _ in range(1, settings.workers)]
+        self._processes = [
+            context.Process(target=_helper, args=(loop, settings, w, session, self._counts[w - 1]))
+            for w in range(1, settings.workers)
+        ]
+
+    def __enter__(self) -> WorkerPool:
+        for p in self._processes:
+            p.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.join()
+
+    @property
+    def ran(self) -> int:
+        return sum(c.value for c in self._counts)
+
+    def join(self) -> None:
+        """Wait for the helpers; once this process has received a signal, SIGTERM them (each records its
+        running trial as interrupted, then ends)."""
+        told = False
+        while any(p.is_alive() for p in self._processes):
+            if not told and stopping.received() is not None:
+                for p in self._processes:
+                    if p.is_alive():
+                        p.terminate()
+                told = True
+            for p in self._processes:
+                p.join(timeout=JOIN_POLL_SECONDS)
