@@ -23,7 +23,15 @@ from nas.arch import Arch
 from nas.bounds import MAX_CLASSES, MAX_IN_CHANS, shown, whole
 from nas.model import NasNet, build_model, img_size_pair
 
-__all__ = ["FORMAT", "create_model", "load_model_file", "resolve_arch", "save_model", "weights_name"]
+__all__ = [
+    "FORMAT",
+    "create_model",
+    "load_model_file",
+    "model_of_payload",
+    "resolve_arch",
+    "save_model",
+    "weights_name",
+]
 
 FORMAT = "nas-hybrid-model/1"
 
@@ -106,34 +114,46 @@ def create_model(
             whole(name, value, 1, most)
     if img_size is not None:
         img_size = img_size_pair(img_size)
-    payload = None
     source = checkpoint
     if source is None and isinstance(arch, (str, Path)) and str(arch).endswith((".pt", ".pth")):
         source = arch
-    if source is not None:
-        payload = load_model_file(source)
-        built = Arch.from_flat(payload["arch"])
-        if not isinstance(arch, (str, Path)) or str(arch) != str(source):
-            wanted = resolve_arch(arch)
-            if wanted != built:
-                raise ValueError(f"checkpoint: {source} holds {built.key}, not {wanted.key}")
-        arch = built
-        given = {"num_classes": num_classes, "in_chans": in_chans, "img_size": img_size}
-        for name, value in given.items():
-            stored = payload[name]
-            if value is not None and _norm(value) != _norm(stored):
-                raise ValueError(f"{name}: the model file was built with {stored}, not {value}")
-        num_classes, in_chans, img_size = payload["num_classes"], payload["in_chans"], payload["img_size"]
+    if source is None:
+        return build_model(
+            resolve_arch(arch),
+            num_classes=1000 if num_classes is None else num_classes,
+            in_chans=3 if in_chans is None else in_chans,
+            img_size=224 if img_size is None else _size(img_size),
+            drop_path_rate=drop_path_rate,
+            drop_rate=drop_rate,
+        )
+    payload = load_model_file(source)
+    built = Arch.from_flat(payload["arch"])
+    if not isinstance(arch, (str, Path)) or str(arch) != str(source):
+        wanted = resolve_arch(arch)
+        if wanted != built:
+            raise ValueError(f"checkpoint: {source} holds {built.key}, not {wanted.key}")
+    given = {"num_classes": num_classes, "in_chans": in_chans, "img_size": img_size}
+    for name, value in given.items():
+        stored = payload[name]
+        if value is not None and _norm(value) != _norm(stored):
+            raise ValueError(f"{name}: the model file was built with {stored}, not {value}")
+    return model_of_payload(payload, drop_path_rate=drop_path_rate, drop_rate=drop_rate)
+
+
+def model_of_payload(
+    payload: dict[str, Any], *, drop_path_rate: float = 0.0, drop_rate: float = 0.0
+) -> NasNet:
+    """The network a model file's payload (:func:`load_model_file`) holds, with its weights (loaded strictly):
+    for a caller that also reads the payload's other fields, so the file is read once."""
     model = build_model(
-        resolve_arch(arch),
-        num_classes=1000 if num_classes is None else num_classes,
-        in_chans=3 if in_chans is None else in_chans,
-        img_size=224 if img_size is None else _size(img_size),
+        Arch.from_flat(payload["arch"]),
+        num_classes=payload["num_classes"],
+        in_chans=payload["in_chans"],
+        img_size=_size(payload["img_size"]),
         drop_path_rate=drop_path_rate,
         drop_rate=drop_rate,
     )
-    if payload is not None:
-        model.load_state_dict(payload["state_dict"], strict=True)
+    model.load_state_dict(payload["state_dict"], strict=True)
     return model
 
 

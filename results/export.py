@@ -154,12 +154,12 @@ def _export_one(run_dir: Path, target: Path, row: pd.Series, fmt: str) -> None:
         return  # the architecture only: weights were not kept (off the front, or no training)
     shutil.copyfile(source, target / "model.pt")
     if fmt != "none":
-        from nas.create import create_model, load_model_file
+        from nas.create import load_model_file, model_of_payload
         from results.standalone import write_standalone
 
-        model = create_model(source)  # an unreadable file is named as the user knows it
-        meta = load_model_file(source).get("meta")
-        write_standalone(model, target, fmt, meta if isinstance(meta, dict) else None)
+        payload = load_model_file(source)  # an unreadable file is named as the user knows it
+        meta = payload.get("meta")
+        write_standalone(model_of_payload(payload), target, fmt, meta if isinstance(meta, dict) else None)
 
 
 def _jsonable(value: Any) -> Any:
