@@ -64,6 +64,11 @@ class EvaluatorSpec:
         """Metric names a search with this evaluator may optimize."""
         return self.produces | TRIAL_METRICS | ON_REQUEST
 
+    @property
+    def counts_only(self) -> bool:
+        """Whether it only counts (no builder): it reads no data and builds no evaluator."""
+        return self.builder is None
+
     def config_type(self) -> type | None:
         return _resolve(self.config) if self.config else None
 
@@ -96,7 +101,7 @@ class EvaluatorSpec:
         ``profile``, ``data`` (a thunk: called only by evaluators that train), ``seed``, ``device``,
         ``run_dir``, ``weights_dir``, and for a data-parallel set-up ``workers``, ``cpus_per_worker`` and
         ``use_gpu`` (whether each worker holds a GPU)."""
-        return _resolve(self.builder)(config, **context) if self.builder else None
+        return None if self.counts_only else _resolve(self.builder)(config, **context)
 
     def check(self, config: Any, **context: Any) -> None:
         """Refuse in one sentence what the set-up would refuse later (a checkpoint in the run folder that is

@@ -64,6 +64,31 @@ def test_evaluators_declare_what_they_produce(tmp_path: Path) -> None:
     assert record.ok and complexity.objectives - ON_REQUEST <= record.metrics.keys()
 
 
+def test_an_evaluator_is_asked_whether_it_reads_data_not_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Preflight loads the dataset for an evaluator with a builder, and not for one that only counts, by
+    what the registry declares (a new counting evaluator needs no edit of the search's code)."""
+    import evaluators.data
+    from nas.search.preflight import preflight
+
+    loaded: list[str] = []
+
+    def load_dataset(name: str, **_: Any) -> Any:
+        loaded.append(name)
+        raise RuntimeError("stop after the dataset")
+
+    monkeypatch.setattr(evaluators.data, "load_dataset", load_dataset)
+    counter = EvaluatorSpec("counter", "counts", frozenset(), default_objectives=("macs:min",))
+    monkeypatch.setitem(EVALUATORS, "counter", counter)
+    assert preflight(cheap_settings(tmp_path / "a", evaluator="counter", objectives="macs")) is None
+    assert not loaded
+    with pytest.raises(RuntimeError, match="stop after the dataset"):
+        preflight(cheap_settings(tmp_path / "b", evaluator="proxy", objectives="top1,macs"))
+    assert loaded
+    assert [n for n, spec in EVALUATORS.items() if spec.counts_only] == ["complexity", "counter"]
+
+
 def test_an_objective_declared_but_not_reported_fails_the_trial_with_the_reason(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

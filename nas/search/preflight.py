@@ -43,7 +43,7 @@ def preflight(settings: SearchSettings) -> dict[str, Any] | None:
 
         BudgetTracker(settings.budget).check_device(TrialRunner(settings).device_kind)
     _check_latency_device(settings)
-    if settings.evaluator == "complexity":
+    if settings.evaluator_spec.counts_only:
         return None
     from evaluators.data import load_dataset
     from search_spaces import get_space
