@@ -106,6 +106,12 @@ class RayNode:
         log.close()
         return self
 
+    @property
+    def node_id(self) -> str:
+        """The node's Ray id (hex), from the port files its raylet names after it ('' until it starts)."""
+        found = sorted((self.temp_dir / "session_latest").glob("metrics_export_port_*"))
+        return found[0].name.rsplit("_", 1)[1] if found else ""
+
     def log(self) -> str:
         return self.log_path.read_text()[-4000:] if self.log_path.exists() else ""
 
