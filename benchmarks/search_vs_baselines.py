@@ -37,6 +37,13 @@ a few minutes)::
     nice -n 19 .venv/bin/python benchmarks/search_vs_baselines.py [--budget 60trials] [--seeds 0,1,2]
     .venv/bin/python benchmarks/search_vs_baselines.py --status
 
+``--pairs``, ``--sides`` and ``--train-seeds`` choose which of the trainings this process runs (e.g. the
+one that fits the time left, or one per machine: a training another process holds is skipped); the JSON
+and ``--status`` still report every pair and seed of ``--seeds``::
+
+    nice -n 19 .venv/bin/python benchmarks/search_vs_baselines.py --spaces sasa \
+        --pairs 'ResNet-26 full-attention' --sides baseline --train-seeds 2
+
 It writes ``search_vs_baselines.json`` (settings, searches, pairs with their statistics, runs) and
 ``search_vs_baselines.png`` (top-1 against MACs for each pair, +-1 std error bars) under ``--out``
 (``benchmarks/results``), and prints the pairs' table in Markdown (the README's).
@@ -87,6 +94,7 @@ PAIRS = {
     "coatnet": ("CoAtNet-0", "CoAtNet-1"),
     "sasa": ("ResNet-26 full-attention", "ResNet-50 full-attention"),
 }
+SIDES = ("found", "baseline")  # of a pair, trained in this order
 DATASETS = ("fashion-mnist", "cifar10")  # cifar10 only where evaluators.data finds a copy
 LEVEL = 0.95  # of the paired difference's interval
 
@@ -395,16 +403,19 @@ def run_training(job: Training, runner: Runner = _run) -> tuple[dict[str, Any], 
 
 
 def schedule(
-    pairs: Sequence[dict[str, Any]], seeds: Sequence[int], make: Callable[..., Training]
+    pairs: Sequence[dict[str, Any]],
+    seeds: Sequence[int],
+    make: Callable[..., Training],
+    sides: Sequence[str] = SIDES,
 ) -> list[Training]:
-    """The trainings, in the order that finishes whole pairs first: seed by seed, pair by pair, found then
-    baseline; an architecture shared by two pairs is trained once."""
+    """The trainings of ``sides`` of ``pairs``, in the order that finishes whole pairs first: seed by seed,
+    pair by pair, found then baseline; an architecture shared by two pairs is trained once."""
     jobs: list[Training] = []
     for seed in seeds:
         for pair in pairs:
             if pair["found"] is None:
                 continue
-            for side in ("found", "baseline"):
+            for side in (side for side in SIDES if side in sides):
                 job = make(pair["space"], pair[side]["arch_json"], seed)
                 if job not in jobs:
                     jobs.append(job)
@@ -523,6 +534,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--status", action="store_true", help="print what is done and what is left; run nothing"
     )
+    only = parser.add_argument_group(
+        "which trainings this process runs (the JSON and --status still report every pair and seed)"
+    )
+    only.add_argument("--pairs", help="comma-separated baseline names, e.g. 'ResNet-50 full-attention' (all)")
+    only.add_argument("--sides", default=",".join(SIDES), help="found, baseline or both (found,baseline)")
+    only.add_argument("--train-seeds", help="comma-separated seeds among --seeds (all of --seeds)")
     args = parser.parse_args(argv)
     try:
         args.epochs = parse_epochs(args.epochs)
@@ -533,11 +550,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
         if not torch.cuda.is_available():
             parser.error("--device: 'cuda' is not available here")
-    args.seeds = [int(s) for s in args.seeds.split(",")]
+    try:
+        args.seeds = [int(s) for s in args.seeds.split(",")]
+        args.train_seeds = None if args.train_seeds is None else [int(s) for s in args.train_seeds.split(",")]
+    except ValueError as err:
+        parser.error(f"seeds are whole numbers separated by commas: {err}")
     args.spaces = args.spaces.split(",")
     unknown = [s for s in args.spaces if s not in PAIRS]
     if unknown:
         parser.error(f"--spaces: unknown {', '.join(unknown)}; known: {', '.join(PAIRS)}")
+    names = [name for space in args.spaces for name in PAIRS[space]]
+    args.pairs = None if args.pairs is None else args.pairs.split(",")
+    args.sides = args.sides.split(",")
+    for option, given, known in (
+        ("--pairs", args.pairs or [], names),
+        ("--sides", args.sides, SIDES),
+        ("--train-seeds", args.train_seeds or [], args.seeds),
+    ):
+        unknown = [str(value) for value in given if value not in known]
+        if unknown:
+            parser.error(f"{option}: unknown {', '.join(unknown)}; known: {', '.join(map(str, known))}")
     try:
         budget_trials(args.budget)
     except ValueError as err:
@@ -626,7 +658,9 @@ class Study:
     def train(self, dataset: str, pairs: list[dict[str, Any]]) -> list[str]:
         """Train (or take from the cache) every run of ``pairs`` on ``dataset``; what failed."""
         failed = []
-        jobs = schedule(pairs, self.args.seeds, self.training(dataset))
+        a = self.args
+        chosen = [pair for pair in pairs if a.pairs is None or pair["baseline"]["name"] in a.pairs]
+        jobs = schedule(chosen, a.train_seeds or a.seeds, self.training(dataset), a.sides)
         for i, job in enumerate(jobs, start=1):
             resuming = " (resuming)" if job.started and not job.cache_file.exists() else ""
             print(
@@ -656,7 +690,7 @@ class Study:
                 row = {"dataset": dataset, **pair}
                 if pair["found"] is not None:
                     top1 = {}
-                    for side in ("found", "baseline"):
+                    for side in SIDES:
                         top1[side] = {}
                         for seed in self.args.seeds:
                             job = make(pair["space"], pair[side]["arch_json"], seed)

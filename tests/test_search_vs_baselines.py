@@ -242,3 +242,41 @@ def test_the_study_trains_pairs_seed_by_seed_and_writes_partial_results(svb, tmp
     assert first["partial"] and first["stats"]["n"] == 2 and first["stats"]["baseline"]["n"] == 3
     args.spaces = ["sasa"]  # a process running the other space reports this one's results all the same
     assert svb.Study(args, fake_nas_train).write()["pairs"][0] == first
+
+
+def test_the_filters_choose_which_trainings_run_and_the_report_keeps_every_pair(svb, tmp_path):
+    space = get_space("coatnet")
+    found = space.sample_random(5)
+    rows = [
+        {"number": 1, "arch": found.key, "baseline": "", "top1": 55.0, "macs": 1, "params": 1,
+         "arch_json": found.to_json()},
+    ]  # fmt: skip
+    common = [
+        "--spaces", "coatnet", "--budget", "2trials", "--train-samples", "64",
+        "--runs-dir", str(tmp_path / "runs"), "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path),
+    ]  # fmt: skip
+    trained = []
+
+    def fake_nas_train(command):
+        trained.append((int(command[command.index("--seed") + 1]), svb.Arch.load(command[4]).key))
+        out = Path(command[command.index("--out") + 1])
+        out.mkdir(parents=True, exist_ok=True)
+        history = [{"top1": 60.0, "loss": 1.0, "train_seconds": 1.0}]
+        (out / "history.json").write_text(json.dumps({"settings": {}, "history": history}))
+        return 0
+
+    args = svb.parse_args([*common, "--pairs", "CoAtNet-1", "--sides", "baseline", "--train-seeds", "2,1"])
+    study = svb.Study(args, fake_nas_train)
+    study.datasets = ["fashion-mnist"]
+    svb._write_json(study.plans["coatnet"].cache_file, {"rows": rows, "front": [1], "trials_ended": 1})
+    study.run()
+    coatnet1 = space.baselines()["CoAtNet-1"].arch.key
+    assert trained == [(2, coatnet1), (1, coatnet1)]
+    result = json.loads((tmp_path / "search_vs_baselines.json").read_text())
+    assert [p["baseline"]["name"] for p in result["pairs"]] == ["CoAtNet-0", "CoAtNet-1"]
+    assert result["pairs"][1]["top1"]["baseline"] == {"1": 60.0, "2": 60.0} and result["pairs"][1]["partial"]
+    assert result["settings"]["training"]["seeds"] == [0, 1, 2]  # the study's seeds, not this process's
+    assert "2 of 9 trainings finished" in study.status()
+    for bad in (["--pairs", "ResNet-26 full-attention"], ["--sides", "both"], ["--train-seeds", "3"]):
+        with pytest.raises(SystemExit):
+            svb.parse_args([*common, *bad])
