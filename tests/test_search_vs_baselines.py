@@ -29,6 +29,15 @@ def svb():
     return module
 
 
+def _nas_train_writes(command, top1, train_seconds=1.0, settings=None):
+    """What a finished `nas train` leaves in its --out folder: history.json, ending at ``top1``."""
+    out = Path(command[command.index("--out") + 1])
+    out.mkdir(parents=True, exist_ok=True)
+    history = [{"top1": top1, "loss": 1.0, "train_seconds": train_seconds}]
+    (out / "history.json").write_text(json.dumps({"settings": settings or {}, "history": history}))
+    return 0
+
+
 def _row(number, top1, macs, baseline=""):
     return {"number": number, "arch": f"a{number}", "baseline": baseline, "top1": top1, "macs": macs}
 
@@ -85,11 +94,7 @@ def test_training_cache_skips_finished_runs_and_resumes_started_ones(svb, tmp_pa
 
     def fake_nas_train(command):
         calls.append(command)
-        out = Path(command[command.index("--out") + 1])
-        out.mkdir(parents=True, exist_ok=True)
-        history = [{"top1": 50.0, "loss": 1.0, "train_seconds": 2.0}]
-        (out / "history.json").write_text(json.dumps({"settings": {"arch": "x"}, "history": history}))
-        return 0
+        return _nas_train_writes(command, 50.0, train_seconds=2.0, settings={"arch": "x"})
 
     job = _job(svb, tmp_path)
     result, hit = svb.run_training(job, fake_nas_train)
@@ -205,12 +210,8 @@ def test_the_study_trains_pairs_seed_by_seed_and_writes_partial_results(svb, tmp
     def fake_nas_train(command):
         assert svb.os.environ["CUDA_VISIBLE_DEVICES"] == ""  # --device cpu: no GPU for the trainings
         trained.append((command[command.index("--seed") + 1], svb.Arch.load(command[4]).key))
-        out = Path(command[command.index("--out") + 1])
-        out.mkdir(parents=True, exist_ok=True)
         top1 = 60.0 + len(trained) + (5 if svb.Arch.load(command[4]).key == found.key else 0)
-        history = [{"top1": top1, "loss": 1.0, "train_seconds": 1.0}]
-        (out / "history.json").write_text(json.dumps({"settings": {}, "history": history}))
-        return 0
+        return _nas_train_writes(command, top1)
 
     study = svb.Study(args, fake_nas_train)
     study.datasets, study.skipped = ["fashion-mnist"], {"cifar10": "no copy"}
@@ -259,11 +260,7 @@ def test_the_filters_choose_which_trainings_run_and_the_report_keeps_every_pair(
 
     def fake_nas_train(command):
         trained.append((int(command[command.index("--seed") + 1]), svb.Arch.load(command[4]).key))
-        out = Path(command[command.index("--out") + 1])
-        out.mkdir(parents=True, exist_ok=True)
-        history = [{"top1": 60.0, "loss": 1.0, "train_seconds": 1.0}]
-        (out / "history.json").write_text(json.dumps({"settings": {}, "history": history}))
-        return 0
+        return _nas_train_writes(command, 60.0)
 
     args = svb.parse_args([*common, "--pairs", "CoAtNet-1", "--sides", "baseline", "--train-seeds", "2,1"])
     study = svb.Study(args, fake_nas_train)
