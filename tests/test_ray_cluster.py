@@ -4,7 +4,6 @@ lost: no draining), and the search ends on the other with no finished trial lost
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -15,6 +14,8 @@ import pandas as pd
 import pytest
 from ray_nodes import RAY, RayNode, wait_for_nodes
 
+from nas.search.ray_driver import read_ledger
+
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[1]
 BUDGET = 32
@@ -22,17 +23,8 @@ BUDGET = 32
 
 def _nodes_of_ended_trials(ledger: Path) -> Counter[str]:
     """How many trials have ended on each node (by Ray node id), from the search's ledger as the job writes
-    it (a last line still being written is skipped)."""
-    nodes: Counter[str] = Counter()
-    lines = ledger.read_text(errors="replace").splitlines() if ledger.exists() else []
-    for line in lines:
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if "attrs" in entry:
-            nodes[entry["attrs"]["metrics"].get("node", "")] += 1
-    return nodes
+    it (``read_ledger`` skips a last line still being written)."""
+    return Counter(t["attrs"]["metrics"].get("node", "") for t in read_ledger(ledger).trials.values())
 
 
 def test_search_job_survives_losing_a_worker_node(ray_head: RayNode, tmp_path: Path) -> None:
