@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from types import SimpleNamespace
 
 import optuna
@@ -160,8 +160,11 @@ def test_lost_trials_are_told_apart_from_live_ones() -> None:
     stale = _running_trial(study, worker=elsewhere, heartbeat=now - 600)
     assert lost_reason(fresh, now) is None
     assert "no heartbeat from its worker on other-host for 600 s" in lost_reason(stale, now)
-    later = (datetime.now() + timedelta(minutes=10)).timestamp()
-    assert "no heartbeat" in lost_reason(_running_trial(study), later)  # no record at all: by its start
+    # no worker record: killed between taking the trial and recording itself, known after a short grace
+    unclaimed = _running_trial(study)
+    assert lost_reason(unclaimed, now + 5) is None
+    assert liveness.UNCLAIMED_AFTER_SECONDS < liveness.LOST_AFTER_SECONDS
+    assert "never recorded itself on it" in lost_reason(unclaimed, now + liveness.UNCLAIMED_AFTER_SECONDS + 5)
 
 
 def test_fail_lost_trials_fails_each_once_and_enqueues_the_rerun() -> None:

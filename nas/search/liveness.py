@@ -9,7 +9,10 @@ machine id, pid and the process's start time) and a ``heartbeat`` (Unix time) re
   known at once, so a search resumed after a kill recovers immediately; or
 - its last heartbeat (its start, before the first one) is older than :data:`LOST_AFTER_SECONDS`: a worker on
   another machine that stopped without a word. Heartbeats are the writer's clock, so machines sharing a
-  study should keep their clocks within a minute (NTP).
+  study should keep their clocks within a minute (NTP); or
+- it has no worker record and started more than :data:`UNCLAIMED_AFTER_SECONDS` ago: its worker was killed
+  between taking the trial (Optuna's ``ask``, one transaction) and recording itself on it (the next write,
+  milliseconds later), so no process can be running it.
 
 :func:`fail_lost_trials` marks each lost trial FAIL with a ``fail_reason`` starting ``lost:`` and enqueues
 its architecture again (``rerun_of`` names the lost trial), so the search re-runs it under a new number. Two
@@ -39,6 +42,7 @@ from nas.search.storage import trial_id as trial_key
 __all__ = [
     "HEARTBEAT_SECONDS",
     "LOST_AFTER_SECONDS",
+    "UNCLAIMED_AFTER_SECONDS",
     "Heartbeat",
     "enqueue_rerun",
     "fail_lost_trials",
@@ -49,6 +53,7 @@ __all__ = [
 
 HEARTBEAT_SECONDS = 30.0
 LOST_AFTER_SECONDS = 120.0
+UNCLAIMED_AFTER_SECONDS = HEARTBEAT_SECONDS  # ask to worker record takes milliseconds; clocks may differ
 
 
 def _read(path: str) -> str:
@@ -120,6 +125,13 @@ def lost_reason(
         if alive:
             return None
     started = trial.datetime_start.timestamp() if trial.datetime_start else now
+    if not worker:
+        if now - started > min(after, UNCLAIMED_AFTER_SECONDS):
+            return (
+                f"lost: its worker took it {now - started:.0f} s ago but never recorded itself on it "
+                "(killed right after taking it)"
+            )
+        return None
     last = float(trial.user_attrs.get("heartbeat", started))
     if now - last > after:
         return (
