@@ -446,13 +446,14 @@ class OneShotEvaluator:
 
     def _finetune(self, model: nn.Module, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
         optimizer = create_optimizer_v2(model, opt="adamw", lr=self.config.finetune_lr, weight_decay=0.0)
+        scaler = grad_scaler(self.amp_dtype)  # fp16 on a GPU without bf16: unscaled gradients underflow
         model.train()
         for x, y in batches:
             with self._autocast():
                 loss = F.cross_entropy(model(x), y, label_smoothing=self.config.label_smoothing)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
+            backward(loss, scaler)
+            update(optimizer, scaler)
 
 
 def _take(batches: Iterator[Any], n: int) -> list[Any]:

@@ -105,3 +105,29 @@ def test_sandwich_rule_with_distillation(fashion: DataSplit) -> None:
     info = _evaluator(fashion, None, config).train()
     assert info["images"] == 64 * 3  # largest, smallest and one random path per step
     assert info["train_loss"] == info["train_loss"]  # finite, not NaN
+
+
+def test_finetuning_a_path_in_fp16_goes_through_the_loss_scaler(
+    fashion: DataSplit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under fp16 autocast (a GPU without bf16) the scoring's fine-tune scales its loss as training does:
+    unscaled fp16 gradients underflow. On the CPU the same path runs through a CPU ``GradScaler``."""
+    import evaluators.oneshot as oneshot
+
+    scaled: list[float] = []
+
+    class RecordingScaler(torch.amp.GradScaler):
+        def scale(self, outputs: torch.Tensor) -> torch.Tensor:
+            scaled.append(float(outputs.detach()))
+            return super().scale(outputs)
+
+    monkeypatch.setattr(
+        oneshot, "grad_scaler", lambda dtype: RecordingScaler("cpu") if dtype == torch.float16 else None
+    )
+    config = OneShotConfig(epochs=1, train_samples=64, batch_size=32, bn_batches=1, finetune_steps=2)
+    evaluator = _evaluator(fashion, tmp_path, config)
+    evaluator.train()
+    evaluator.amp_dtype = torch.float16  # as on a GPU without bf16
+    scored = evaluator.evaluate(get_space("coatnet").baselines()["CoAtNet-0"].arch)
+    assert len(scaled) == 2 and all(loss == loss for loss in scaled)  # both fine-tune steps, finite
+    assert 0 <= scored["top1"] <= 100
