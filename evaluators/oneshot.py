@@ -7,12 +7,13 @@ rule with in-place distillation (Yu et al. 2020, "BigNAS"): each step trains the
 deepest everywhere, random ops) on the labels, then the smallest and ``random_paths`` random ones on the
 largest path's soft predictions. Training is timm's AdamW (or the config's ``opt``) + cosine schedule stepped
 per update, seeded, with a checkpoint after every epoch under ``run_dir`` (``runs/<study>/supernet.pt``:
-weights, optimizer state, Python ``random``'s state as its tuple of ints, the data order's generator state as
-a tensor): a later ``train()`` with the same settings resumes from it, or returns at once if training had
-finished. The checkpoint is read as data, never code (:mod:`evaluators.checkpoint`); a file there that is not
-a supernet checkpoint of the same settings is refused in one sentence and left as it is. With ``workers`` > 1
-the same loop (:meth:`OneShotEvaluator.fit`) runs data-parallel in Ray Train workers
-(:mod:`evaluators.oneshot_ray`), which compute the weights of this process on the same global batches.
+weights, optimizer and fp16 loss-scaler state, Python ``random``'s state as its tuple of ints, the data
+order's generator state as a tensor): a later ``train()`` with the same settings resumes from it, or returns
+at once if training had finished. The checkpoint is read as data, never code (:mod:`evaluators.checkpoint`);
+a file there that is not a supernet checkpoint of the same settings is refused in one sentence and left as
+it is. With ``workers`` > 1 the same loop (:meth:`OneShotEvaluator.fit`) runs data-parallel in Ray Train
+workers (:mod:`evaluators.oneshot_ray`), which compute the weights of this process on the same global
+batches.
 
 ``evaluate(arch)`` extracts the architecture's path as a standalone network, recalibrates its BatchNorm
 statistics on ``bn_batches`` training batches (shared statistics belong to no single path; Guo et al.
@@ -282,6 +283,8 @@ class OneShotEvaluator:
             with restoring(self.checkpoint, _REMEDY):
                 net.load_state_dict(state["supernet"])
                 optimizer.load_state_dict(state["optimizer"])
+                if scaler is not None and state.get("scaler"):  # fp16's loss scale (older files: none)
+                    scaler.load_state_dict(state["scaler"])
                 rng.setstate(state["rng"])
                 data_state = state["data_rng"]
                 start_epoch = int(state["epoch"]) + 1
@@ -340,6 +343,7 @@ class OneShotEvaluator:
                     "epoch": epoch,
                     "supernet": self.supernet.state_dict(),
                     "optimizer": optimizer.state_dict(),
+                    "scaler": scaler.state_dict() if scaler is not None else None,
                     "rng": rng.getstate(),  # (version, tuple of 625 ints, gauss_next): plain values
                     "data_rng": train_batches.generator.get_state(),
                     "train_seconds": spent,

@@ -131,3 +131,39 @@ def test_finetuning_a_path_in_fp16_goes_through_the_loss_scaler(
     scored = evaluator.evaluate(get_space("coatnet").baselines()["CoAtNet-0"].arch)
     assert len(scaled) == 2 and all(loss == loss for loss in scaled)  # both fine-tune steps, finite
     assert 0 <= scored["top1"] <= 100
+
+
+def test_an_fp16_supernet_resumes_with_its_loss_scale(
+    fashion: DataSplit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checkpoint keeps fp16's loss scale: a resumed run scales as an uninterrupted one (a scaler that
+    restarted at its initial scale would skip or mis-scale steps the uninterrupted run took)."""
+    import evaluators.oneshot as oneshot
+
+    def scaler(dtype: torch.dtype | None) -> torch.amp.GradScaler | None:  # doubles after every good step
+        return (
+            torch.amp.GradScaler("cpu", init_scale=8.0, growth_interval=1) if dtype == torch.float16 else None
+        )
+
+    monkeypatch.setattr(oneshot, "grad_scaler", scaler)
+    config = OneShotConfig(epochs=2, train_samples=64, batch_size=32, bn_batches=1)
+
+    def fp16(run_dir: Path) -> OneShotEvaluator:
+        evaluator = _evaluator(fashion, run_dir, config)
+        evaluator.amp_dtype = torch.float16  # as on a GPU without bf16
+        return evaluator
+
+    fp16(tmp_path / "whole").train()
+
+    class Killed(Exception):
+        pass
+
+    def die(epoch: int, metrics: dict[str, float]) -> None:
+        raise Killed
+
+    with pytest.raises(Killed):
+        fp16(tmp_path / "cut").train(report=die)
+    fp16(tmp_path / "cut").train()
+    whole, cut = (torch.load(tmp_path / d / "supernet.pt", weights_only=True) for d in ("whole", "cut"))
+    assert whole["scaler"]["scale"] > 8.0  # it grew: the steps were taken
+    assert cut["scaler"]["scale"] == whole["scaler"]["scale"]
