@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import SimpleNamespace
 
 import optuna
@@ -165,6 +165,19 @@ def test_lost_trials_are_told_apart_from_live_ones() -> None:
     assert lost_reason(unclaimed, now + 5) is None
     assert liveness.UNCLAIMED_AFTER_SECONDS < liveness.LOST_AFTER_SECONDS
     assert "never recorded itself on it" in lost_reason(unclaimed, now + liveness.UNCLAIMED_AFTER_SECONDS + 5)
+
+
+def test_a_worker_in_another_time_zone_is_judged_by_unix_times() -> None:
+    """Optuna's ``datetime_start`` is the asking machine's naive local time: a worker 5 hours west of the
+    reader looks 5 hours late. Before its first heartbeat a trial is judged by its worker's ``since``."""
+    study = optuna.create_study()
+    now = time.time()
+    elsewhere = {**this_worker(), "machine": "other-host/boot/pid:[1]", "host": "other-host"}
+    west = _running_trial(study, worker={**elsewhere, "since": now - 10})
+    west.datetime_start = west.datetime_start - timedelta(hours=5)  # its naive local time, read here
+    assert lost_reason(west, now) is None
+    silent = _running_trial(study, worker={**elsewhere, "since": now - 600})
+    assert "no heartbeat from its worker on other-host for 600 s" in lost_reason(silent, now)
 
 
 def test_fail_lost_trials_fails_each_once_and_enqueues_the_rerun() -> None:

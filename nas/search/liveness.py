@@ -2,17 +2,19 @@
 
 A worker killed mid-trial (SIGKILL, out-of-memory killer, a lost machine) leaves its trial RUNNING in the
 storage for ever. Every trial therefore records, as user attributes, the ``worker`` that runs it (host, a
-machine id, pid and the process's start time) and a ``heartbeat`` (Unix time) refreshed every
-:data:`HEARTBEAT_SECONDS` while it runs. A RUNNING trial is *lost* when
+machine id, pid, the process's start time and ``since``, the Unix time it took the trial) and a
+``heartbeat`` (Unix time) refreshed every :data:`HEARTBEAT_SECONDS` while it runs. Times are Unix times:
+Optuna's own ``datetime_start`` is the asking machine's naive local time, hours off on a machine in another
+time zone. A RUNNING trial is *lost* when
 
 - its worker ran on this machine and that process is gone (or the pid now belongs to a younger process):
   known at once, so a search resumed after a kill recovers immediately; or
-- its last heartbeat (its start, before the first one) is older than :data:`LOST_AFTER_SECONDS`: a worker on
-  another machine that stopped without a word. Heartbeats are the writer's clock, so machines sharing a
-  study should keep their clocks within a minute (NTP); or
-- it has no worker record and started more than :data:`UNCLAIMED_AFTER_SECONDS` ago: its worker was killed
-  between taking the trial (Optuna's ``ask``, one transaction) and recording itself on it (the next write,
-  milliseconds later), so no process can be running it.
+- its last heartbeat (its ``since``, before the first one) is older than :data:`LOST_AFTER_SECONDS`: a
+  worker on another machine that stopped without a word. Heartbeats are the writer's clock, so machines
+  sharing a study should keep their clocks within a minute (NTP); or
+- it has no worker record and started more than :data:`UNCLAIMED_AFTER_SECONDS` ago (by ``datetime_start``,
+  the only time it has): its worker was killed between taking the trial (Optuna's ``ask``, one transaction)
+  and recording itself on it (the next write, milliseconds later), so no process can be running it.
 
 :func:`fail_lost_trials` marks each lost trial FAIL with a ``fail_reason`` starting ``lost:`` and enqueues
 its architecture again (``rerun_of`` names the lost trial), so the search re-runs it under a new number. Two
@@ -132,7 +134,7 @@ def lost_reason(
                 "(killed right after taking it)"
             )
         return None
-    last = float(trial.user_attrs.get("heartbeat", started))
+    last = float(trial.user_attrs.get("heartbeat", worker.get("since", started)))
     if now - last > after:
         return (
             f"lost: no heartbeat from its worker on {host} for {now - last:.0f} s "
@@ -174,7 +176,8 @@ def fail_lost_trials(
             continue
         storage, trial_id = storage_of(study), trial_key(trial)
         try:
-            start = trial.datetime_start.timestamp() if trial.datetime_start else now
+            worker = trial.user_attrs.get("worker") or {}
+            start = worker.get("since") or (trial.datetime_start.timestamp() if trial.datetime_start else now)
             seconds = max(0.0, float(trial.user_attrs.get("heartbeat", start)) - start)
             cost = TrialCost.of(seconds, label=f"lost trial {trial.number}", overhead=True)
             storage.set_trial_user_attr(trial_id, "cost", cost.to_dict())
@@ -199,7 +202,8 @@ class Heartbeat:
 
     def __enter__(self) -> Heartbeat:
         _RUNNING_HERE.add(trial_key(self.trial))
-        self.trial.set_user_attr("worker", this_worker())  # its first heartbeat is the trial's start
+        # its first heartbeat is the trial's start, ``since``
+        self.trial.set_user_attr("worker", {**this_worker(), "since": time.time()})
         self._thread.start()
         return self
 
