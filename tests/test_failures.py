@@ -168,8 +168,9 @@ def test_lost_trials_are_told_apart_from_live_ones() -> None:
 
 
 def test_a_worker_in_another_time_zone_is_judged_by_unix_times() -> None:
-    """Optuna's ``datetime_start`` is the asking machine's naive local time: a worker 5 hours west of the
-    reader looks 5 hours late. Before its first heartbeat a trial is judged by its worker's ``since``."""
+    """A ``datetime_start`` written as the asking machine's naive local time (before Optuna 5, and in the
+    studies written then) makes a worker 5 hours west of the reader look 5 hours late. Before its first
+    heartbeat a trial is judged by its worker's ``since``, a Unix time."""
     study = optuna.create_study()
     now = time.time()
     elsewhere = {**this_worker(), "machine": "other-host/boot/pid:[1]", "host": "other-host"}

@@ -4,8 +4,8 @@ A worker killed mid-trial (SIGKILL, out-of-memory killer, a lost machine) leaves
 storage for ever. Every trial therefore records, as user attributes, the ``worker`` that runs it (host, a
 machine id, pid, the process's start time and ``since``, the Unix time it took the trial) and a
 ``heartbeat`` (Unix time) refreshed every :data:`HEARTBEAT_SECONDS` while it runs. Times are Unix times:
-Optuna's own ``datetime_start`` is the asking machine's naive local time, hours off on a machine in another
-time zone. A RUNNING trial is *lost* when
+before Optuna 5 a trial's ``datetime_start`` was the asking machine's naive local time, and in a study
+written then it still is, hours off for a machine in another time zone. A RUNNING trial is *lost* when
 
 - its worker ran on this machine and that process is gone (or the pid now belongs to a younger process):
   known at once, so a search resumed after a kill recovers immediately; or
