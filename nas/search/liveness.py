@@ -108,6 +108,15 @@ def worker_alive(worker: dict[str, Any]) -> bool | None:
 _RUNNING_HERE: set[int] = set()  # storage ids of the trials this process is running now
 
 
+def _taken(trial: FrozenTrial, now: float) -> float:
+    """When ``trial``'s worker took it, as a Unix time: its worker record's ``since``; without one (a record
+    written before ``since``, or none yet), Optuna's ``datetime_start``; ``now`` if it has neither."""
+    since = (trial.user_attrs.get("worker") or {}).get("since")
+    if since is not None:
+        return float(since)
+    return trial.datetime_start.timestamp() if trial.datetime_start else now
+
+
 def lost_reason(
     trial: FrozenTrial, now: float | None = None, after: float = LOST_AFTER_SECONDS
 ) -> str | None:
@@ -126,15 +135,15 @@ def lost_reason(
             return f"lost: its worker (pid {pid} on {host}) stopped mid-trial (killed or crashed)"
         if alive:
             return None
-    started = trial.datetime_start.timestamp() if trial.datetime_start else now
+    taken = _taken(trial, now)
     if not worker:
-        if now - started > min(after, UNCLAIMED_AFTER_SECONDS):
+        if now - taken > min(after, UNCLAIMED_AFTER_SECONDS):
             return (
-                f"lost: its worker took it {now - started:.0f} s ago but never recorded itself on it "
+                f"lost: its worker took it {now - taken:.0f} s ago but never recorded itself on it "
                 "(killed right after taking it)"
             )
         return None
-    last = float(trial.user_attrs.get("heartbeat", worker.get("since", started)))
+    last = float(trial.user_attrs.get("heartbeat", taken))
     if now - last > after:
         return (
             f"lost: no heartbeat from its worker on {host} for {now - last:.0f} s "
@@ -176,8 +185,7 @@ def fail_lost_trials(
             continue
         storage, trial_id = storage_of(study), trial_key(trial)
         try:
-            worker = trial.user_attrs.get("worker") or {}
-            start = worker.get("since") or (trial.datetime_start.timestamp() if trial.datetime_start else now)
+            start = _taken(trial, now)
             seconds = max(0.0, float(trial.user_attrs.get("heartbeat", start)) - start)
             cost = TrialCost.of(seconds, label=f"lost trial {trial.number}", overhead=True)
             storage.set_trial_user_attr(trial_id, "cost", cost.to_dict())
