@@ -27,6 +27,14 @@ def fashion() -> DataSplit:
     return load_dataset("fashion-mnist", img_size=32, train_samples=1000, val_size=300, seed=0)
 
 
+class _Killed(Exception):
+    pass
+
+
+def _die_after_first_epoch(epoch: int, metrics: dict[str, float]) -> None:
+    raise _Killed  # epoch 1's checkpoint is written before the report
+
+
 def _evaluator(data: DataSplit, run_dir: Path | None, config: OneShotConfig = CONFIG) -> OneShotEvaluator:
     return OneShotEvaluator(get_space("coatnet"), TINY, data, seed=0, config=config, run_dir=run_dir)
 
@@ -51,15 +59,9 @@ def test_resume_after_an_interruption_equals_an_uninterrupted_run(fashion: DataS
     whole = _evaluator(fashion, tmp_path / "whole")
     whole.train()
 
-    class Killed(Exception):
-        pass
-
-    def die_after_first_epoch(epoch: int, metrics: dict[str, float]) -> None:
-        raise Killed
-
     cut = _evaluator(fashion, tmp_path / "cut")
-    with pytest.raises(Killed):
-        cut.train(report=die_after_first_epoch)  # epoch 1's checkpoint is written before the report
+    with pytest.raises(_Killed):
+        cut.train(report=_die_after_first_epoch)
     resumed = _evaluator(fashion, tmp_path / "cut")
     info = resumed.train()
     assert info["steps"] == whole.info["steps"]
@@ -155,14 +157,8 @@ def test_an_fp16_supernet_resumes_with_its_loss_scale(
 
     fp16(tmp_path / "whole").train()
 
-    class Killed(Exception):
-        pass
-
-    def die(epoch: int, metrics: dict[str, float]) -> None:
-        raise Killed
-
-    with pytest.raises(Killed):
-        fp16(tmp_path / "cut").train(report=die)
+    with pytest.raises(_Killed):
+        fp16(tmp_path / "cut").train(report=_die_after_first_epoch)
     fp16(tmp_path / "cut").train()
     whole, cut = (torch.load(tmp_path / d / "supernet.pt", weights_only=True) for d in ("whole", "cut"))
     assert whole["scaler"]["scale"] > 8.0  # it grew: the steps were taken
