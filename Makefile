@@ -46,6 +46,7 @@ bench: setup
 	$(PY) benchmarks/bench_latency.py
 	$(PY) benchmarks/bench_rejection_cost.py
 	$(PY) benchmarks/bench_oneshot_scale.py
+	$(PY) benchmarks/bench_workers.py
 	$(PY) benchmarks/bench_fidelity.py
 
 clean:

@@ -417,7 +417,10 @@ def search(
         int | None, typer.Option(help="Seed of the sampler, data split and training. \\[default: 0]")
     ] = None,
     workers: Annotated[
-        int | None, typer.Option(help="Optuna worker processes on this machine. \\[default: 1]")
+        int | None,
+        typer.Option(
+            help="Optuna worker processes on this machine; they share its CPU threads equally. \\[default: 1]"
+        ),
     ] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an existing study.")] = False,
     download: Annotated[

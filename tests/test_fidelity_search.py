@@ -100,7 +100,6 @@ def test_the_rung_schedule_reaches_every_rungs_training(tmp_path: Path) -> None:
         assert state["total_steps"] == math.ceil(IMAGES[2] / batch)
 
 
-@pytest.mark.slow  # 55 s in the full run: the default run keeps the rule's replay over a real search
 def test_two_workers_promote_asynchronously(tmp_path: Path) -> None:
     outcome = run_search(_settings(tmp_path, workers=2, budget="10trials"))
     done = _check_ladder(outcome.trials)

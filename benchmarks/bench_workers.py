@@ -1,0 +1,141 @@
+"""Several search workers on one CPU: the training rate of N worker processes, with and without sharing
+the cores' threads.
+
+``nas search --workers N`` runs N worker processes on this machine. Each trains its trial's proxy network
+with torch's intra-op threads. Every process, spawned or not, starts with all the threads the machine gives
+it, so N workers would run N times the cores' threads; :class:`nas.search.worker_pool.WorkerPool` gives
+each worker :func:`~nas.search.worker_pool.threads_per_worker` of them instead. This benchmark trains the
+same seeded ``coatnet`` architectures under the ``cpu`` proxy profile (:func:`evaluators.proxy.train_proxy`,
+what a trial runs; real Fashion-MNIST) in:
+
+- ``1 x T``: one process on all T threads (one worker);
+- ``N x T``: N processes at once, each on all T threads (every worker with the threads it starts with);
+- ``N x T/N``: N processes at once, each on ``threads_per_worker(N, T)`` threads (what ``WorkerPool`` sets).
+
+Every process trains all the architectures, one after the other, after a barrier (data loading and imports
+are not timed). Per configuration: the training images of all processes over the wall seconds from the
+barrier to the last process's end (aggregate images/s), and that rate over ``1 x T``'s. One run measures
+all three, so the ratios compare under the same load.
+
+Run from the repository root::
+
+    .venv/bin/python benchmarks/bench_workers.py [--workers 2] [--archs 2] [--threads T]
+
+``--threads`` (default: the cores torch sees) is the machine's thread count T the workers share. It prints
+a table and writes ``benchmarks/results/bench_workers.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from nas.search.worker_pool import threads_per_worker  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results" / "bench_workers.json"
+
+
+def _train(threads: int, seeds: list[int], barrier: Any, out: Any) -> None:
+    """One worker process: train the seeded architectures on ``threads`` intra-op threads, after all
+    processes are ready; put (start, end, images, per-arch images/s) on ``out``."""
+    torch.set_num_threads(threads)
+    from evaluators.data import load_dataset
+    from evaluators.proxy import train_proxy
+    from search_spaces import get_space
+
+    space = get_space("coatnet")
+    profile = space.profile("cpu")
+    data = load_dataset("fashion-mnist", img_size=profile.img_size, seed=0)
+    archs = [space.sample_random(seed) for seed in seeds]
+    barrier.wait()
+    start, images, rates = time.time(), 0, []
+    for arch in archs:
+        result = train_proxy(arch, profile, data, seed=0)
+        images += round(result["images_per_second"] * result["train_seconds"])
+        rates.append(result["images_per_second"])
+    out.put((start, time.time(), images, rates))
+
+
+def _run(processes: int, threads: int, seeds: list[int]) -> dict[str, Any]:
+    context = multiprocessing.get_context("spawn")
+    barrier, out = context.Barrier(processes), context.Queue()
+    procs = [context.Process(target=_train, args=(threads, seeds, barrier, out)) for _ in range(processes)]
+    for p in procs:
+        p.start()
+    results = [out.get() for _ in procs]
+    for p in procs:
+        p.join()
+        if p.exitcode != 0:
+            raise SystemExit(f"a worker process failed (exit code {p.exitcode})")
+    wall = max(r[1] for r in results) - min(r[0] for r in results)
+    images = sum(r[2] for r in results)
+    return {
+        "processes": processes,
+        "threads_each": threads,
+        "wall_seconds": wall,
+        "images": images,
+        "images_per_second": images / wall,
+        "arch_images_per_second": [r[3] for r in results],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", type=int, default=2, help="worker processes N")
+    parser.add_argument("--archs", type=int, default=2, help="seeded coatnet architectures each trains")
+    parser.add_argument("--seed", type=int, default=0, help="the first architecture's seed")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="the machine's T")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    if args.workers < 2 or args.threads < 1 or args.archs < 1:
+        parser.error("needs --workers >= 2, --threads >= 1 and --archs >= 1")
+
+    seeds = list(range(args.seed, args.seed + args.archs))
+    n, t = args.workers, args.threads
+    shared = threads_per_worker(n, t)
+    configs = [("one", 1, t), ("every worker all threads", n, t), ("threads shared", n, shared)]
+    rows = []
+    print(f"{n} workers, T = {t} threads, {args.archs} coatnet cpu-profile archs each", flush=True)
+    for name, processes, threads in configs:
+        row = {"config": name, **_run(processes, threads, seeds)}
+        rows.append(row)
+        print(
+            f"  {processes} x {threads} thread(s) ({name}): {row['images_per_second']:.0f} images/s "
+            f"({row['wall_seconds']:.1f} s)",
+            flush=True,
+        )
+    base = rows[0]["images_per_second"]
+    for row in rows:
+        row["vs_one"] = row["images_per_second"] / base
+    print("\n| workers x threads | aggregate images/s | vs one worker | wall s |")
+    print("| --- | --- | --- | --- |")
+    for row in rows:
+        print(
+            f"| {row['processes']} x {row['threads_each']} ({row['config']}) "
+            f"| {row['images_per_second']:.0f} | {row['vs_one']:.2f}x | {row['wall_seconds']:.1f} |"
+        )
+    out = {
+        "settings": {**{k: v for k, v in vars(args).items() if k != "out"}, "threads_shared": shared},
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__},
+        "load_average_after": os.getloadavg(),
+        "rows": rows,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
