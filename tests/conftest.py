@@ -29,6 +29,17 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture(scope="session")
+def default_search(tmp_path_factory: pytest.TempPathFactory):
+    """The run folder of a real search with the embedded default's settings (tests/default_search.py), run
+    once for the tests that read it (export, determinism); none of them writes to it."""
+    from default_search import default_settings
+
+    from nas.search.run import run_search
+
+    return run_search(default_settings(tmp_path_factory.mktemp("default-search"), "default")).run_dir
+
+
+@pytest.fixture(scope="session")
 def postgres():
     """A real PostgreSQL server on localhost (its own data directory and port), shared by the tests that
     put a study in it. CI installs PostgreSQL: missing there is a failure, elsewhere a skip."""

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from default_search import default_settings
 
 from nas.arch import Arch
 from nas.search.run import run_search
@@ -19,6 +20,10 @@ def _trials(tmp_path: Path, study: str, **changes: object) -> pd.DataFrame:
     values: dict[str, object] = {"baselines": False, "runs_dir": str(tmp_path), "study": study}
     values.update(changes)
     return run_search(SearchSettings(**values)).trials.sort_values("number").reset_index(drop=True)
+
+
+def _table(run_dir: Path) -> pd.DataFrame:
+    return pd.read_csv(run_dir / "trials.csv").sort_values("number").reset_index(drop=True)
 
 
 def _checksum_run(self: TrialRunner, arch: Arch, report: object = None) -> dict[str, float]:
@@ -40,9 +45,11 @@ def test_same_seed_samples_the_same_architectures_on_every_sampler(
         assert list(first["arch"]) != list(other["arch"]), sampler
 
 
-def test_same_seed_gives_the_same_proxy_accuracies_on_the_cpu(tmp_path: Path) -> None:
-    first = _trials(tmp_path, "proxy-a", budget="2trials", seed=3)  # the embedded default: coatnet, proxy
-    again = _trials(tmp_path, "proxy-b", budget="2trials", seed=3)
+def test_same_seed_gives_the_same_proxy_accuracies_on_the_cpu(tmp_path: Path, default_search: Path) -> None:
+    """The embedded default (coatnet, proxy training) run again with the same settings, in another folder."""
+    first = _table(default_search)
+    again = _table(run_search(default_settings(tmp_path, "again")).run_dir)
+    assert len(first) == len(again) == 2
     assert list(first["arch"]) == list(again["arch"])
     assert list(first["top1"]) == list(again["top1"]) and list(first["loss"]) == list(again["loss"])
     assert first["top1"].between(10.5, 100).all()  # trained: not a constant at chance
