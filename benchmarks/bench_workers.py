@@ -22,7 +22,8 @@ Run from the repository root::
     .venv/bin/python benchmarks/bench_workers.py [--workers 2] [--archs 2] [--threads T]
 
 ``--threads`` (default: the cores torch sees) is the machine's thread count T the workers share. It prints
-a table and writes ``benchmarks/results/bench_workers.json``.
+a table and writes ``benchmarks/results/bench_workers.json``. Run with ``OMP_WAIT_POLICY=PASSIVE`` (and
+another ``--out``) it shows the cause: OpenMP's threads spinning while a join waits for a preempted one.
 """
 
 from __future__ import annotations
@@ -129,6 +130,7 @@ def main() -> None:
     out = {
         "settings": {**{k: v for k, v in vars(args).items() if k != "out"}, "threads_shared": shared},
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__},
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),  # libgomp spins while it waits unless PASSIVE
         "load_average_after": os.getloadavg(),
         "rows": rows,
     }
