@@ -60,8 +60,8 @@ class WorkerPool:
 
     def __init__(self, loop: WorkerLoop, settings: SearchSettings, session: Session) -> None:
         context = multiprocessing.get_context("spawn")
-        self._threads = threads_per_worker(settings.workers)
         self._caller_threads = torch.get_num_threads()
+        self._threads = threads_per_worker(settings.workers, self._caller_threads)
         self._counts = [context.Value("i", 0) for _ in range(1, settings.workers)]
         self._processes = [
             context.Process(
