@@ -69,22 +69,37 @@ def _train(threads: int, seeds: list[int], barrier: Any, out: Any) -> None:
     out.put((start, time.time(), images, rates))
 
 
-def _run(processes: int, threads: int, seeds: list[int]) -> dict[str, Any]:
+def _hog(stop: Any) -> None:
+    """Hold one core, as another user's job would: a pure-Python loop (no OpenMP) until ``stop`` is set."""
+    count = 0
+    while not stop.is_set():
+        for _ in range(100_000):
+            count += 1
+
+
+def run_processes(processes: int, threads: int, seeds: list[int], hogs: int = 0) -> dict[str, Any]:
+    """Train ``seeds``' architectures in ``processes`` spawned processes of ``threads`` threads each, beside
+    ``hogs`` processes that each hold a core for the whole time; the aggregate training rate of the
+    trainers. Spawned processes read the environment (``GOMP_SPINCOUNT``, ``OMP_WAIT_POLICY``) as it is
+    now."""
     context = multiprocessing.get_context("spawn")
-    barrier, out = context.Barrier(processes), context.Queue()
+    barrier, out, stop = context.Barrier(processes), context.Queue(), context.Event()
+    hog_procs = [context.Process(target=_hog, args=(stop,)) for _ in range(hogs)]
     procs = [context.Process(target=_train, args=(threads, seeds, barrier, out)) for _ in range(processes)]
-    for p in procs:
+    for p in hog_procs + procs:
         p.start()
     results = [out.get() for _ in procs]
-    for p in procs:
+    stop.set()
+    for p in procs + hog_procs:
         p.join()
         if p.exitcode != 0:
-            raise SystemExit(f"a worker process failed (exit code {p.exitcode})")
+            raise SystemExit(f"a benchmark process failed (exit code {p.exitcode})")
     wall = max(r[1] for r in results) - min(r[0] for r in results)
     images = sum(r[2] for r in results)
     return {
         "processes": processes,
         "threads_each": threads,
+        "hogs": hogs,
         "wall_seconds": wall,
         "images": images,
         "images_per_second": images / wall,
@@ -110,7 +125,7 @@ def main() -> None:
     rows = []
     print(f"{n} workers, T = {t} threads, {args.archs} coatnet cpu-profile archs each", flush=True)
     for name, processes, threads in configs:
-        row = {"config": name, **_run(processes, threads, seeds)}
+        row = {"config": name, **run_processes(processes, threads, seeds)}
         rows.append(row)
         print(
             f"  {processes} x {threads} thread(s) ({name}): {row['images_per_second']:.0f} images/s "
