@@ -47,6 +47,7 @@ bench: setup
 	$(PY) benchmarks/bench_rejection_cost.py
 	$(PY) benchmarks/bench_oneshot_scale.py
 	$(PY) benchmarks/bench_workers.py
+	$(PY) benchmarks/bench_busy_cores.py --spincounts default 1000 --rounds 3 --one-thread --archs 1
 	$(PY) benchmarks/bench_fidelity.py
 
 clean:

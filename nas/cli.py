@@ -31,6 +31,7 @@ from nas.bounds import (
     MAX_WIDTH,
     whole,
 )
+from nas.openmp import wait_briefly
 from nas.option_names import flags
 
 USER_ERROR = 2
@@ -711,4 +712,5 @@ def train(
 
 
 def main() -> None:
+    wait_briefly()  # before anything imports torch: libgomp reads it when it loads
     app()
