@@ -31,10 +31,10 @@ def test_the_spin_count_is_set_unless_the_user_chose(
     assert os.environ.get("GOMP_SPINCOUNT") == expected
 
 
-def _libgomp_spin_count(env: dict[str, str]) -> str:
-    """The spin count libgomp read in a ``nas`` process that loads torch (``OMP_DISPLAY_ENV=VERBOSE`` has
-    libgomp print its settings when it loads)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")} | env
+def _libgomp_spin_count() -> str:
+    """The spin count libgomp read in a ``nas`` process that loads torch, started without the caller's
+    OpenMP settings (``OMP_DISPLAY_ENV=VERBOSE`` has libgomp print its settings when it loads)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
     command = [sys.executable, "-m", "nas", "ops", "--width", "8", "--size", "2"]
     done = subprocess.run(command, env=env | {"OMP_DISPLAY_ENV": "VERBOSE"}, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -43,12 +43,9 @@ def _libgomp_spin_count(env: dict[str, str]) -> str:
     return lines[0].split("=")[1].strip().strip("'")
 
 
-def test_libgomp_in_a_nas_process_reads_the_count_and_the_users_wins() -> None:
-    assert (
-        "torch"
-        not in subprocess.run(
-            [sys.executable, "-c", "import sys, nas.cli; print(*sys.modules)"], capture_output=True, text=True
-        ).stdout.split()
-    )  # nothing the command line imports before main() loads torch
-    assert _libgomp_spin_count({}) == SPIN_COUNT
-    assert _libgomp_spin_count({"GOMP_SPINCOUNT": "7"}) == "7"
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="torch's Linux wheels load GNU libgomp")
+def test_libgomp_in_a_nas_process_reads_the_count() -> None:
+    probe = [sys.executable, "-c", "import sys, nas.cli; print(*sys.modules)"]
+    loaded = subprocess.run(probe, capture_output=True, text=True, check=True).stdout.split()
+    assert "torch" not in loaded  # nothing the command line imports before main() loads torch
+    assert _libgomp_spin_count() == SPIN_COUNT  # the user's own count wins: the test above
