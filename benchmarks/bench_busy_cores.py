@@ -28,9 +28,7 @@ It prints a table and writes ``benchmarks/results/bench_busy_cores.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
 import sys
 from pathlib import Path
@@ -40,7 +38,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_workers import run_processes
+from bench_workers import run_processes, write_results
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_busy_cores.json"
 SETTINGS = (("free", 1, 0), ("beside a hog", 1, 1), ("beside a search", 2, 0))  # trainers, hogs
@@ -127,15 +125,7 @@ def main() -> None:
     for spin, threads in columns:
         cells = [median_rate(spin, threads, name) for name in args.settings]
         print(f"| {threads}, {spin} | " + " | ".join(f"{c:.0f} ({c / free:.2f}x)" for c in cells) + " |")
-    out = {
-        "settings": {k: v for k, v in vars(args).items() if k != "out"},
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__},
-        "load_average_after": os.getloadavg(),
-        "rows": rows,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_results(args.out, {k: v for k, v in vars(args).items() if k != "out"}, rows)
 
 
 if __name__ == "__main__":

@@ -142,16 +142,23 @@ def main() -> None:
             f"| {row['processes']} x {row['threads_each']} ({row['config']}) "
             f"| {row['images_per_second']:.0f} | {row['vs_one']:.2f}x | {row['wall_seconds']:.1f} |"
         )
+    settings = {**{k: v for k, v in vars(args).items() if k != "out"}, "threads_shared": shared}
+    write_results(args.out, settings, rows)
+
+
+def write_results(path: Path, settings: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    """Save a run's settings, machine, OpenMP waiting, load and rows as JSON at ``path``, and say where."""
     out = {
-        "settings": {**{k: v for k, v in vars(args).items() if k != "out"}, "threads_shared": shared},
+        "settings": settings,
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__},
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),  # libgomp spins while it waits unless PASSIVE
+        "gomp_spincount": os.environ.get("GOMP_SPINCOUNT"),  # of this process; the rows may set their own
         "load_average_after": os.getloadavg(),
         "rows": rows,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":
