@@ -20,9 +20,13 @@ network's weights are the same at every count.
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/bench_busy_cores.py [--spincounts default 30000 10000 0] [--archs 2]
+    .venv/bin/python benchmarks/bench_busy_cores.py [--spincounts default 1000 ...] [--rounds 3]
+        [--one-thread] [--settings free ...] [--archs 2] [--out PATH]
 
-It prints a table and writes ``benchmarks/results/bench_busy_cores.json``.
+It prints a table of each cell's median over the rounds and writes every measurement to
+``benchmarks/results/bench_busy_cores.json`` (or ``--out``). The README's figures: ``--spincounts default 1000
+--rounds 3 --one-thread --archs 1``; ``--settings free --spincounts default 1000 3000 --rounds 5 --archs 1``
+(``-free.json``); the default sweep, one round (``-spincounts.json``).
 """
 
 from __future__ import annotations
@@ -56,8 +60,8 @@ def _measure(
     for name, trainers, hogs in [s for s in SETTINGS if s[0] in settings]:
         run = run_processes(trainers, threads, seeds, hogs=hogs)
         rate_each = run["images_per_second"] / trainers
-        rows.append({"round": round_, "spincount": spin, "threads": threads, "setting": name, **run})
-        rows[-1]["rate_each"] = rate_each
+        cell = {"round": round_, "spincount": spin, "threads": threads, "setting": name}
+        rows.append({**cell, **run, "rate_each": rate_each})
         print(f"  round {round_}, {threads} thread(s), spin {spin:>7}, {name:<15}: {rate_each:.0f} images/s")
     os.environ.pop("GOMP_SPINCOUNT", None)
     return rows
