@@ -1,8 +1,12 @@
 import os
 import sys
 
-import pytest
-import torch
+from nas.openmp import wait_briefly
+
+wait_briefly()  # before torch loads: the tests' OpenMP threads wait as a `nas` command's do
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))  # test helpers (strategies, references) import by name
 
