@@ -75,7 +75,10 @@ def test_repair_sets_the_corrupt_manifest_aside_and_keeps_its_reference_point(
     assert repaired["report"]["reference_point"] == reference  # the hypervolume stays comparable
     (aside,) = [p for p in study.iterdir() if p.name.startswith("manifest.json.corrupt-")]
     assert aside.read_text() == cut and repaired["repaired"]["set_aside"] == aside.name
-    assert repaired["trials"] == {"COMPLETE": 5} and repaired["study"] == "t"
+    # a resumed session's sampler is seeded by its session id, so it may propose an architecture the study
+    # has (roughly 1 run in 2000 here): answered from the study as a REPEAT, which the budget does not count
+    assert repaired["trials"]["COMPLETE"] == 5 and set(repaired["trials"]) <= {"COMPLETE", "REPEAT"}
+    assert repaired["study"] == "t"
     # once repaired, a plain resume goes on
     code, output = _search(tmp_path, "--budget", "6trials", "--no-baselines", "--resume")
     assert code == 0, output
