@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from processes import descendants
 from ray_nodes import RAY, RayNode, wait_for_nodes
 
 from nas.search.ray_driver import read_ledger
@@ -19,6 +20,14 @@ from nas.search.ray_driver import read_ledger
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[1]
 BUDGET = 32
+
+
+def _command(pid: int) -> str:
+    """``pid``'s command line ('' once it is gone); a Ray worker's is its title (ray::ImplicitFunc.train)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def _nodes_of_ended_trials(ledger: Path) -> Counter[str]:
@@ -98,8 +107,9 @@ def test_a_killed_worker_process_is_retried(ray_head: RayNode, tmp_path: Path) -
     killed = None
     deadline = time.time() + 300
     while killed is None and time.time() < deadline and search.poll() is None:
-        busy = subprocess.run(["pgrep", "-f", "^ray::ImplicitFunc.train"], capture_output=True, text=True)
-        pids = [int(p) for p in busy.stdout.split()]
+        # this head's workers only: another cluster's on the machine (a parallel test's) is not ours to kill
+        tree = descendants(ray_head.proc.pid)
+        pids = [pid for pid in tree if _command(pid).startswith("ray::ImplicitFunc.train")]
         if pids:
             time.sleep(0.2)
             subprocess.run(["kill", "-9", str(pids[0])], check=False)

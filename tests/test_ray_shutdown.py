@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from cheap_search import cheap_settings
+from processes import descendants
 
 from nas.search.run import run_search
 
@@ -58,26 +59,6 @@ def test_a_local_ray_is_shut_down_when_the_search_ends(
         assert len(outcome.trials) == 2
 
 
-def _descendants(root: int) -> dict[int, bytes]:
-    """pid -> start time (field 22 of /proc/<pid>/stat) of every live descendant of ``root``."""
-    parents, starts = {}, {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_bytes().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != b"Z":
-            parents[int(stat.parent.name)], starts[int(stat.parent.name)] = int(fields[1]), fields[19]
-    found, frontier = {}, [root]
-    while frontier:
-        parent = frontier.pop()
-        for pid, ppid in parents.items():
-            if ppid == parent and pid not in found:
-                found[pid] = starts[pid]
-                frontier.append(pid)
-    return found
-
-
 def _alive(processes: dict[int, bytes]) -> list[str]:
     """Those of ``processes`` (pid -> start time) still running, by command line."""
     out = []
@@ -111,7 +92,7 @@ def test_a_sigkilled_search_leaves_no_ray_process(tmp_path: Path) -> None:
     try:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and search.poll() is None:
-            tree = _descendants(search.pid)
+            tree = descendants(search.pid)
             workers = [line for line in _alive(tree) if " ray::" in f" {line.split(' ', 1)[1]}"]
             done = ledger.read_text().count('"number"') if ledger.exists() else 0
             if workers and done >= 2:  # trials have run in a Ray worker
@@ -119,7 +100,7 @@ def test_a_sigkilled_search_leaves_no_ray_process(tmp_path: Path) -> None:
             time.sleep(0.5)
         assert search.poll() is None, "the search ended before it could be killed"
         assert workers, "no Ray worker was seen"
-        tree = _descendants(search.pid)  # the whole Ray of this search: GCS, raylet, agents, workers
+        tree = descendants(search.pid)  # the whole Ray of this search: GCS, raylet, agents, workers
         search.send_signal(signal.SIGKILL)
         search.wait()
         deadline = time.monotonic() + 20  # Ray alone leaves workers and agents for about 60 s
