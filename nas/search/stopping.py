@@ -11,11 +11,21 @@ it there. A third signal stops at once, whatever the process is doing (the user 
 Without ``defer`` (the Ray backend, whose Tune loop handles SIGINT itself) SIGTERM raises KeyboardInterrupt
 at once, as Ctrl-C does. Either way :func:`received` names the first signal, so the CLI exits with
 ``128 + signal`` (130 for SIGINT, 143 for SIGTERM).
+
+The handler may run while the main thread is inside a finalizer (a ``__del__`` or a weakref callback, which
+the garbage collector runs in the middle of any code; SQLAlchemy's class registry has such callbacks). Python
+prints an exception raised there as "Exception ignored in ..." with its traceback, and drops it: the trial,
+or under Ray the whole search, would run on. Inside :func:`signals` such a KeyboardInterrupt is taken off
+``sys.unraisablehook`` (nothing printed) and delivered again, as the same signal, once the finalizer has
+returned.
 """
 
 from __future__ import annotations
 
+import _thread
+import functools
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +34,7 @@ from typing import Any
 __all__ = ["check", "received", "signals", "stoppable"]
 
 _INSIST = 3  # this many signals stop at once, in whatever the process is doing
+_AGAIN_AFTER = 0.01  # seconds before an interrupt a finalizer dropped is delivered again
 
 
 class _State:
@@ -31,16 +42,40 @@ class _State:
     count = 0
     defer = False
     in_trial = 0
+    again = False  # the next call of the handler delivers a dropped interrupt again: not a new signal
 
 
 _state = _State()
 
 
 def _handle(signum: int, frame: Any) -> None:
-    _state.signum = _state.signum or signum
-    _state.count += 1
+    if _state.again:
+        _state.again = False
+    else:
+        _state.signum = _state.signum or signum
+        _state.count += 1
     if not _state.defer or _state.in_trial or _state.count >= _INSIST:
         raise KeyboardInterrupt
+
+
+def _unraisable(previous: Any, info: Any) -> None:
+    """``sys.unraisablehook`` under :func:`signals`: a KeyboardInterrupt dropped in a finalizer after a
+    signal is delivered again; anything else goes to the hook it replaced."""
+    if info.exc_type is not None and issubclass(info.exc_type, KeyboardInterrupt) and _state.signum:
+        _state.again = True
+        # from another thread, a moment later: tripped here, the handler would run before this hook returns
+        # (and its exception be dropped again); by then the main thread has left the finalizer, or it is in
+        # another one and this repeats
+        timer = threading.Timer(_AGAIN_AFTER, _deliver_again)
+        timer.daemon = True
+        timer.start()
+        return
+    previous(info)
+
+
+def _deliver_again() -> None:
+    if _state.again and _state.signum:  # not if the search has left signals() since
+        _thread.interrupt_main(_state.signum)
 
 
 @contextmanager
@@ -52,13 +87,16 @@ def signals(defer: bool) -> Iterator[None]:
         return
     names = (signal.SIGTERM, signal.SIGINT) if defer else (signal.SIGTERM,)
     previous = {sig: signal.signal(sig, _handle) for sig in names}
-    _state.signum, _state.count, _state.defer = None, 0, defer
+    hook = sys.unraisablehook
+    sys.unraisablehook = functools.partial(_unraisable, hook)
+    _state.signum, _state.count, _state.defer, _state.again = None, 0, defer, False
     try:
         yield
     finally:
+        sys.unraisablehook = hook
+        _state.again = _state.defer = False
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        _state.defer = False
 
 
 @contextmanager

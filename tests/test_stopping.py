@@ -1,0 +1,67 @@
+"""nas.search.stopping in one process: a signal that lands while the main thread runs a finalizer (a
+``__del__`` or a weakref callback, which the garbage collector may run in the middle of any code) still stops
+the trial, and prints no traceback. Python reports an exception raised in a finalizer as "Exception ignored
+in ..." on stderr and drops it, so a KeyboardInterrupt raised there by the handler would be lost."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+from nas.search import stopping
+
+
+class _SignalledInFinalizer:
+    """Sends ``sig`` to this process from its finalizer and keeps running Python there, so the handler runs
+    inside the finalizer."""
+
+    def __init__(self, sig: int) -> None:
+        self.sig = sig
+
+    def __del__(self) -> None:
+        os.kill(os.getpid(), self.sig)
+        end = time.monotonic() + 0.5
+        while time.monotonic() < end:  # the handler runs at one of these bytecodes
+            pass
+
+
+def _spin(seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("defer", "sig"), [(True, signal.SIGTERM), (True, signal.SIGINT), (False, signal.SIGTERM)]
+)
+def test_a_signal_handled_inside_a_finalizer_still_stops_the_trial(
+    defer: bool, sig: int, capfd: pytest.CaptureFixture[str]
+) -> None:
+    began = time.monotonic()
+    with stopping.signals(defer), pytest.raises(KeyboardInterrupt), stopping.stoppable():
+        _SignalledInFinalizer(sig)  # dropped at once: its __del__ runs here
+        _spin(10)  # the trial goes on: the interrupt must reach it
+    assert time.monotonic() - began < 5, "the interrupt was lost: the trial ran on to its end"
+    assert stopping.received() == sig
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_another_exception_in_a_finalizer_is_reported_as_before() -> None:
+    seen = []
+
+    class Failing:
+        def __del__(self) -> None:
+            raise ValueError("a finalizer's own error")
+
+    previous = sys.unraisablehook
+    try:
+        sys.unraisablehook = seen.append
+        with stopping.signals(True):
+            Failing()
+    finally:
+        sys.unraisablehook = previous
+    assert [type(u.exc_value) for u in seen] == [ValueError]
