@@ -3,6 +3,8 @@ MACs and params of 32 px images as objectives, so the search logic is under test
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -21,3 +23,15 @@ def cheap_settings(runs_dir: str | Path, **changes: Any) -> SearchSettings:
     }
     values.update(changes)
     return SearchSettings(**values)
+
+
+def evaluated_trials(db: Path, mode: str = "ro") -> int:
+    """The trials of the SQLite study ``db`` (opened with ``mode``) that completed an evaluation. Not the
+    repeats: an architecture the study had, sampled again and answered from it, is COMPLETE to Optuna (and
+    REPEAT in the trials table); a resumed session, its sampler seeded by its session id, samples one now and
+    then, and the budget does not count it."""
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode={mode}", uri=True)) as con:
+        return con.execute(
+            "SELECT count(*) FROM trials t WHERE t.state = 'COMPLETE' AND NOT EXISTS (SELECT 1 FROM "
+            "trial_user_attributes a WHERE a.trial_id = t.trial_id AND a.key = 'repeat_of')"
+        ).fetchone()[0]

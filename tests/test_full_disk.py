@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sqlite3
 import subprocess
 import sys
 import uuid
@@ -14,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cheap_search import evaluated_trials
 
 
 def _mount(*args: str) -> bool:
@@ -43,11 +43,6 @@ def _search(runs: Path, *extra: str) -> tuple[int, str, str]:
     return done.returncode, " ".join(done.stdout.split()), " ".join(done.stderr.split())
 
 
-def _complete(db: Path, mode: str = "ro") -> int:
-    with contextlib.closing(sqlite3.connect(f"file:{db}?mode={mode}", uri=True)) as con:
-        return con.execute("SELECT count(*) FROM trials WHERE state = 'COMPLETE'").fetchone()[0]
-
-
 def _fill(disk: Path) -> None:
     """Write until the file system is full."""
     with open(disk / "filler", "wb") as f, contextlib.suppress(OSError):
@@ -66,10 +61,10 @@ def test_a_full_disk_stops_the_search_in_one_sentence_and_keeps_the_study(small_
     assert "cannot write" in err and f"the file system holding {small_disk}" in err and "is full" in err
     assert "continue with --resume" in err
     (small_disk / "filler").unlink()  # (SQLite rolls back the cut write on next open: it needs space)
-    assert _complete(small_disk / "t" / "study.db") >= 3  # committed trials kept
+    assert evaluated_trials(small_disk / "t" / "study.db") >= 3  # committed trials kept
     code, out, err = _search(small_disk, "--budget", "6trials", "--resume")
     assert code == 0, out + err
-    assert _complete(small_disk / "t" / "study.db") == 6
+    assert evaluated_trials(small_disk / "t" / "study.db") == 6
 
 
 def test_a_read_only_run_folder_stops_the_search_in_one_sentence_and_keeps_the_study(
@@ -82,4 +77,4 @@ def test_a_read_only_run_folder_stops_the_search_in_one_sentence_and_keeps_the_s
     assert code == 1, out + err
     assert "Traceback" not in out + err and err.count("error:") == 1
     assert "cannot write" in err and f"{small_disk / 't'} is on a read-only file system" in err
-    assert _complete(small_disk / "t" / "study.db", "ro&immutable=1") == 3  # a read-only file: no locks
+    assert evaluated_trials(small_disk / "t" / "study.db", "ro&immutable=1") == 3  # read-only file: no locks

@@ -3,11 +3,11 @@ stops at its next trial with one sentence, the study restored from the connectio
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from cheap_search import evaluated_trials
 from typer.testing import CliRunner
 
 from nas.arch import Arch
@@ -36,11 +36,6 @@ def _during_third_trial(monkeypatch: pytest.MonkeyPatch, act) -> None:
     monkeypatch.setattr(TrialRunner, "evaluate", evaluate)
 
 
-def _complete(db: Path) -> int:
-    with sqlite3.connect(db) as con:
-        return con.execute("SELECT count(*) FROM trials WHERE state = 'COMPLETE'").fetchone()[0]
-
-
 def test_a_removed_study_file_is_restored_with_every_finished_trial(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -50,12 +45,12 @@ def test_a_removed_study_file_is_restored_with_every_finished_trial(
     assert code == 1, out + err
     assert err.count("error:") == 1 and f"{db} was removed while the search ran" in err
     assert "restored to it; continue with --resume" in err
-    assert _complete(db) == 3  # the trial that ran while it was removed included
+    assert evaluated_trials(db) == 3  # the trial that ran while it was removed included
     assert list(pd.read_csv(tmp_path / "t" / "trials.csv")["state"]) == ["COMPLETE"] * 3
     monkeypatch.undo()
     code, out, err = _search(tmp_path, "--budget", "10trials", "--resume")
     assert code == 0, out + err
-    assert _complete(db) == 10
+    assert evaluated_trials(db) == 10
 
 
 def test_a_replaced_study_file_is_kept_and_the_study_saved_beside_it(
@@ -73,4 +68,4 @@ def test_a_replaced_study_file_is_kept_and_the_study_saved_beside_it(
     assert err.count("error:") == 1 and "was replaced while the search ran" in err
     assert db.read_bytes() == b"someone else's file"
     (saved,) = (tmp_path / "t").glob("study.db.restored-*")
-    assert f"saved as {saved}" in err and _complete(saved) == 3
+    assert f"saved as {saved}" in err and evaluated_trials(saved) == 3
