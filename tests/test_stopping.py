@@ -15,6 +15,13 @@ import pytest
 from nas.search import stopping
 
 
+def _spin(seconds: float) -> None:
+    """Run Python bytecode for ``seconds``: a pending signal's handler runs at one of them."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
 class _SignalledInFinalizer:
     """Sends ``sig`` to this process from its finalizer and keeps running Python there, so the handler runs
     inside the finalizer."""
@@ -24,15 +31,7 @@ class _SignalledInFinalizer:
 
     def __del__(self) -> None:
         os.kill(os.getpid(), self.sig)
-        end = time.monotonic() + 0.5
-        while time.monotonic() < end:  # the handler runs at one of these bytecodes
-            pass
-
-
-def _spin(seconds: float) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        pass
+        _spin(0.5)
 
 
 @pytest.mark.parametrize(
