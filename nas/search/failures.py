@@ -30,6 +30,7 @@ from types import TracebackType
 from typing import Any
 
 from nas.atomic import nearest_existing
+from nas.search.unraisable import Redelivery
 
 __all__ = [
     "TrialTimeout",
@@ -138,6 +139,8 @@ class deadline:  # lower-case: a context manager, like contextlib's
         if self.seconds:
             self._thread = threading.get_ident()
             self._active = True
+            # a TrialTimeout that lands in a finalizer is dropped by Python: this sends it again
+            self._redelivery = Redelivery(TrialTimeout, self._expire).__enter__()
             self._timer = start_timer(self.seconds, self._expire)
         return self
 
@@ -164,6 +167,7 @@ class deadline:  # lower-case: a context manager, like contextlib's
             fired = self._fired
             if fired and kind is None:  # fired but not delivered yet: take it back, raise it here instead
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread), None)
+        self._redelivery.__exit__(None, None, None)
         if fired and (kind is None or not issubclass(kind, KeyboardInterrupt)):
             raise TrialTimeout(self.message) from None  # whatever the late exception became on its way up
 

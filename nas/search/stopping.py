@@ -12,29 +12,25 @@ Without ``defer`` (the Ray backend, whose Tune loop handles SIGINT itself) SIGTE
 at once, as Ctrl-C does. Either way :func:`received` names the first signal, so the CLI exits with
 ``128 + signal`` (130 for SIGINT, 143 for SIGTERM).
 
-The handler may run while the main thread is inside a finalizer (a ``__del__`` or a weakref callback, which
-the garbage collector runs in the middle of any code; SQLAlchemy's class registry has such callbacks). Python
-prints an exception raised there as "Exception ignored in ..." with its traceback, and drops it: the trial,
-or under Ray the whole search, would run on. Inside :func:`signals` such a KeyboardInterrupt is taken off
-``sys.unraisablehook`` (nothing printed) and delivered again, as the same signal, once the finalizer has
-returned.
+The handler may run while the main thread is inside a finalizer, where Python prints its KeyboardInterrupt
+and drops it (:mod:`nas.search.unraisable`): the trial, or under Ray the whole search, would run on. Inside
+:func:`signals` such an interrupt is delivered again, as the same signal, once the finalizer has returned.
 """
 
 from __future__ import annotations
 
 import _thread
-import functools
 import signal
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from nas.search.unraisable import Redelivery
+
 __all__ = ["check", "received", "signals", "stoppable"]
 
 _INSIST = 3  # this many signals stop at once, in whatever the process is doing
-_AGAIN_AFTER = 0.01  # seconds before an interrupt a finalizer dropped is delivered again
 
 
 class _State:
@@ -58,24 +54,14 @@ def _handle(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
 
-def _unraisable(previous: Any, info: Any) -> None:
-    """``sys.unraisablehook`` under :func:`signals`: a KeyboardInterrupt dropped in a finalizer after a
-    signal is delivered again; anything else goes to the hook it replaced."""
-    if info.exc_type is not None and issubclass(info.exc_type, KeyboardInterrupt) and _state.signum:
-        _state.again = True
-        # from another thread, a moment later: tripped here, the handler would run before this hook returns
-        # (and its exception be dropped again); by then the main thread has left the finalizer, or it is in
-        # another one and this repeats
-        timer = threading.Timer(_AGAIN_AFTER, _deliver_again)
-        timer.daemon = True
-        timer.start()
-        return
-    previous(info)
-
-
 def _deliver_again() -> None:
-    if _state.again and _state.signum:  # not if the search has left signals() since
-        _thread.interrupt_main(_state.signum)
+    """The interrupt a finalizer dropped, raised again: by the same signal, not counted as a new one; by
+    SIGINT where none reached this handler (Ctrl-C under Ray, whose SIGINT handler is not this module's)."""
+    if _state.signum is None:
+        _thread.interrupt_main(signal.SIGINT)
+        return
+    _state.again = True
+    _thread.interrupt_main(_state.signum)
 
 
 @contextmanager
@@ -87,13 +73,11 @@ def signals(defer: bool) -> Iterator[None]:
         return
     names = (signal.SIGTERM, signal.SIGINT) if defer else (signal.SIGTERM,)
     previous = {sig: signal.signal(sig, _handle) for sig in names}
-    hook = sys.unraisablehook
-    sys.unraisablehook = functools.partial(_unraisable, hook)
     _state.signum, _state.count, _state.defer, _state.again = None, 0, defer, False
     try:
-        yield
+        with Redelivery(KeyboardInterrupt, _deliver_again):
+            yield
     finally:
-        sys.unraisablehook = hook
         _state.again = _state.defer = False
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -1,7 +1,8 @@
-"""nas.search.stopping in one process: a signal that lands while the main thread runs a finalizer (a
-``__del__`` or a weakref callback, which the garbage collector may run in the middle of any code) still stops
-the trial, and prints no traceback. Python reports an exception raised in a finalizer as "Exception ignored
-in ..." on stderr and drops it, so a KeyboardInterrupt raised there by the handler would be lost."""
+"""nas.search.unraisable in one process: an exception raised into a running thread from outside it (a
+signal handler's KeyboardInterrupt, a trial deadline's TrialTimeout) that lands while the thread runs a
+finalizer (a ``__del__`` or a weakref callback, which the garbage collector may run in the middle of any code)
+still stops the trial, and prints no traceback. Python reports an exception raised in a finalizer as
+"Exception ignored in ..." on stderr and drops it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import time
 import pytest
 
 from nas.search import stopping
+from nas.search.failures import TrialTimeout, deadline
 
 
 def _spin(seconds: float) -> None:
@@ -23,15 +25,16 @@ def _spin(seconds: float) -> None:
 
 
 class _SignalledInFinalizer:
-    """Sends ``sig`` to this process from its finalizer and keeps running Python there, so the handler runs
-    inside the finalizer."""
+    """Sends ``sig`` to this process from its finalizer (none: sends nothing) and keeps running Python there
+    for ``seconds``, so what is delivered meanwhile is delivered inside the finalizer."""
 
-    def __init__(self, sig: int) -> None:
-        self.sig = sig
+    def __init__(self, sig: int | None, seconds: float = 0.5) -> None:
+        self.sig, self.seconds = sig, seconds
 
     def __del__(self) -> None:
-        os.kill(os.getpid(), self.sig)
-        _spin(0.5)
+        if self.sig is not None:
+            os.kill(os.getpid(), self.sig)
+        _spin(self.seconds)
 
 
 @pytest.mark.parametrize(
@@ -49,6 +52,17 @@ def test_a_signal_handled_inside_a_finalizer_still_stops_the_trial(
     assert "Traceback" not in capfd.readouterr().err
 
 
+def test_a_deadline_that_passes_inside_a_finalizer_still_stops_the_trial(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    began = time.monotonic()
+    with pytest.raises(TrialTimeout), deadline(0.2):
+        _SignalledInFinalizer(None, seconds=1.0)  # the deadline passes while its __del__ runs
+        _spin(10)
+    assert time.monotonic() - began < 5, "the timeout was lost: the trial ran on to its end"
+    assert "Traceback" not in capfd.readouterr().err
+
+
 def test_another_exception_in_a_finalizer_is_reported_as_before() -> None:
     seen = []
 
@@ -61,6 +75,7 @@ def test_another_exception_in_a_finalizer_is_reported_as_before() -> None:
         sys.unraisablehook = seen.append
         with stopping.signals(True):
             Failing()
+        assert sys.unraisablehook == seen.append  # put back once no redelivery is open
     finally:
         sys.unraisablehook = previous
     assert [type(u.exc_value) for u in seen] == [ValueError]
