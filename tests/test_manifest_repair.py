@@ -76,7 +76,7 @@ def test_repair_sets_the_corrupt_manifest_aside_and_keeps_its_reference_point(
     (aside,) = [p for p in study.iterdir() if p.name.startswith("manifest.json.corrupt-")]
     assert aside.read_text() == cut and repaired["repaired"]["set_aside"] == aside.name
     # a resumed session's sampler is seeded by its session id, so it may propose an architecture the study
-    # has (roughly 1 run in 2000 here): answered from the study as a REPEAT, which the budget does not count
+    # has (roughly 1 run in 500 here): answered from the study as a REPEAT, which the budget does not count
     assert repaired["trials"]["COMPLETE"] == 5 and set(repaired["trials"]) <= {"COMPLETE", "REPEAT"}
     assert repaired["study"] == "t"
     # once repaired, a plain resume goes on

@@ -24,7 +24,7 @@ def _spin(seconds: float) -> None:
         pass
 
 
-class _SignalledInFinalizer:
+class _SlowFinalizer:
     """Sends ``sig`` to this process from its finalizer (none: sends nothing) and keeps running Python there
     for ``seconds``, so what is delivered meanwhile is delivered inside the finalizer."""
 
@@ -45,7 +45,7 @@ def test_a_signal_handled_inside_a_finalizer_still_stops_the_trial(
 ) -> None:
     began = time.monotonic()
     with stopping.signals(defer), pytest.raises(KeyboardInterrupt), stopping.stoppable():
-        _SignalledInFinalizer(sig)  # dropped at once: its __del__ runs here
+        _SlowFinalizer(sig)  # dropped at once: its __del__ runs here
         _spin(10)  # the trial goes on: the interrupt must reach it
     assert time.monotonic() - began < 5, "the interrupt was lost: the trial ran on to its end"
     assert stopping.received() == sig
@@ -57,7 +57,7 @@ def test_a_deadline_that_passes_inside_a_finalizer_still_stops_the_trial(
 ) -> None:
     began = time.monotonic()
     with pytest.raises(TrialTimeout), deadline(0.2):
-        _SignalledInFinalizer(None, seconds=1.0)  # the deadline passes while its __del__ runs
+        _SlowFinalizer(None, seconds=1.0)  # the deadline passes while its __del__ runs
         _spin(10)
     assert time.monotonic() - began < 5, "the timeout was lost: the trial ran on to its end"
     assert "Traceback" not in capfd.readouterr().err
