@@ -78,7 +78,7 @@ def signals(defer: bool) -> Iterator[None]:
         with Redelivery(KeyboardInterrupt, _deliver_again):
             yield
     finally:
-        _state.again = _state.defer = False
+        _state.defer = False
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
