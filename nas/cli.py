@@ -613,13 +613,14 @@ def export(
         typer.Option(
             "--format",
             help="Standalone file: export (torch.export, model.pt2) | onnx (ONNX opset 20, model.onnx; "
-            "pip install 'nas-hybrid[onnx]') | torchscript | none.",
+            "pip install 'nas-hybrid\\[onnx]') | torchscript | none.",
         ),
     ] = "export",
     runs_dir: Annotated[str, typer.Option(help="Folder of the run directories.")] = "runs",
 ) -> None:
-    """Write arch.json, trial.json, the evaluated network (model.pt) and a standalone file for chosen
-    trials; prints every file written."""
+    """Write arch.json, trial.json, model.pt and a standalone file per chosen trial; prints each file.
+
+    model.pt is the evaluated network (nas.create_model loads it)."""
     with _user_errors():
         if bool(trial) == pareto:
             raise ValueError("export: give either --trial N (one or more) or --pareto")

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from nas.arch import Arch
@@ -121,3 +122,36 @@ def test_bad_input_exits_2(args: list[str], message: str) -> None:
     result = runner.invoke(app, args)
     assert result.exit_code == 2
     assert message in result.output and "Traceback" not in result.output
+
+
+def _help_lines(args: list[str]) -> list[str]:
+    """The rendered help of ``nas ARGS --help`` on a terminal wide enough that nothing wraps."""
+    result = runner.invoke(app, [*args, "--help"], env={"COLUMNS": "500", "TERMINAL_WIDTH": "500"})
+    assert result.exit_code == 0, result.output
+    return result.output.splitlines()
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+COMMANDS = typer.main.get_command(app).commands
+
+
+def test_every_command_summary_reads_on_one_line() -> None:
+    # rich keeps a docstring's line breaks: a summary wrapped in the source is wrapped in `nas --help`
+    lines = _help_lines([])
+    for name, command in COMMANDS.items():
+        summary = _one_line(command.help.split("\n\n")[0])
+        assert any(summary in line for line in lines), f"{name}: {summary!r} is broken in nas --help"
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_option_help_is_shown_whole(name: str) -> None:
+    # rich reads '[word]' as markup and drops it: a help text must escape it as '\\[word]'
+    lines = _help_lines([name])
+    for param in COMMANDS[name].params:
+        text = getattr(param, "help", None)
+        if text:
+            shown = _one_line(text.replace("\\[", "["))
+            assert any(shown in line for line in lines), f"{name} {param.name}: {shown!r} is not shown whole"
