@@ -16,12 +16,15 @@ checkpoint keeps, so a resumed run repeats an uninterrupted one bit for bit.
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 import torch
+
+from nas.bounds import shown
 
 __all__ = ["RandAugmentBatch", "host_rng", "rand_augment"]
 
@@ -45,6 +48,31 @@ def _posterize(img: Any, bits_to_keep: int, **_: Any) -> Any:
     return img.point(lambda _: 0) if bits_to_keep <= 0 else posterize(img, bits_to_keep)
 
 
+class _Refused(ValueError):
+    """A section of a RandAugment string that timm would skip silently or that asks for unbounded work."""
+
+
+# timm's numeric sections: magnitude, operations per image, magnitude noise and cap, increasing ops, and the
+# chance each op applies; ``t...`` names a set of ops. timm skips a section it cannot split into a key and
+# a number (``rand-m9-zz``, ``rand-mfoo``) without a word, so a typo would train without the intended setting.
+_SECTION = re.compile(r"(?P<key>mstd|mmax|inc|m|n|p)(?P<value>\d+(\.\d+)?)|t.+")
+MAX_RAND_OPS = 16  # operations per image: RandAugment's paper uses 1-3; each one costs a PIL round trip
+
+
+def _check_sections(config: str) -> None:
+    head, *sections = config.split("-")
+    if head != "rand":
+        raise _Refused(f"it must start with 'rand', not {shown(head)}")
+    for section in sections:
+        match = _SECTION.fullmatch(section)
+        if match is None:
+            raise _Refused(
+                f"section {shown(section)} is none of m, n, mstd, mmax, inc or p with a number, or t"
+            )
+        if match["key"] == "n" and float(match["value"]) > MAX_RAND_OPS:
+            raise _Refused(f"section {shown(section)} asks for more than {MAX_RAND_OPS} operations per image")
+
+
 def rand_augment(config: str, mean: Sequence[float], img_size: int) -> Any:
     """timm's RandAugment transform of PIL images for ``config`` (timm's string, such as
     ``rand-m9-mstd0.5-inc1``), filling with ``mean`` (per channel, on the 0..1 scale); ValueError in one
@@ -53,11 +81,13 @@ def rand_augment(config: str, mean: Sequence[float], img_size: int) -> Any:
 
     hparams = {"translate_const": int(img_size * 0.45), "img_mean": tuple(round(255 * m) for m in mean)}
     try:
+        _check_sections(config)
         transform = rand_augment_transform(config, hparams)
     except (AssertionError, KeyError, ValueError, IndexError) as err:
+        reason = f"{err}" if isinstance(err, _Refused) else f"{type(err).__name__}: {err}".removesuffix(": ")
         raise ValueError(
-            f"randaugment: {config!r} is not a RandAugment setting timm reads, such as rand-m9-mstd0.5-inc1 "
-            f"({type(err).__name__}: {err})"
+            f"randaugment: {shown(config)} is not a RandAugment setting timm reads, such as "
+            f"rand-m9-mstd0.5-inc1 ({reason})"
         ) from None
     for op in transform.ops:
         if op.name.startswith("Posterize"):

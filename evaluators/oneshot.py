@@ -46,7 +46,8 @@ from evaluators.checkpoint import load_checkpoint, restoring, save_checkpoint
 from evaluators.complexity import pick_device
 from evaluators.data import DataSplit
 from evaluators.data_parallel import Shard
-from evaluators.proxy import TrainingDiverged, check_optimizer, forked_rng
+from evaluators.hyperparams import check_training
+from evaluators.proxy import TrainingDiverged, forked_rng
 from evaluators.steps import backward, update, validate
 from nas.arch import Arch
 from nas.create import save_model, weights_name
@@ -86,7 +87,7 @@ class OneShotConfig:
     finetune_lr: float = 5e-4
 
     def __post_init__(self) -> None:
-        check_optimizer("opt", self.opt)
+        check_training(self)
 
 
 # How an architecture is scored with the trained weights, not how they are trained: a supernet checkpoint

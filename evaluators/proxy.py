@@ -38,7 +38,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from timm.optim import create_optimizer_v2, list_optimizers
+from timm.optim import create_optimizer_v2
 from timm.scheduler import create_scheduler_v2
 
 from evaluators.amp import amp_dtype, autocast, grad_scaler
@@ -46,6 +46,7 @@ from evaluators.batches import loaders
 from evaluators.checkpoint import load_checkpoint, restoring, save_checkpoint
 from evaluators.complexity import pick_device
 from evaluators.data import DataSplit
+from evaluators.hyperparams import check_training
 from evaluators.steps import backward, update, validate
 from nas.arch import Arch
 from nas.create import save_model, weights_name
@@ -91,15 +92,7 @@ class TrainConfig:
     opt_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        check_optimizer("opt", self.opt)
-
-
-def check_optimizer(setting: str, name: str) -> None:
-    """Refuse in one sentence an optimizer name timm's ``create_optimizer_v2`` would not know, so a config
-    fails before a search writes its study, not in every trial."""
-    base = name.lower().removeprefix("lookahead_")
-    if base not in list_optimizers():
-        raise ValueError(f"{setting}: timm has no optimizer {name!r} (such as adamw, sgd, lamb or lion)")
+        check_training(self)
 
 
 @dataclass(frozen=True)

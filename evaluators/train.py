@@ -41,7 +41,8 @@ from evaluators.batches import loaders
 from evaluators.checkpoint import load_checkpoint, restoring, save_checkpoint
 from evaluators.complexity import pick_device
 from evaluators.data import DataSplit
-from evaluators.proxy import TrainingDiverged, build_scaled_network, check_optimizer, forked_rng
+from evaluators.hyperparams import check_training
+from evaluators.proxy import TrainingDiverged, build_scaled_network, forked_rng
 from evaluators.steps import backward, update, validate
 from nas.arch import Arch
 from nas.create import save_model
@@ -80,15 +81,9 @@ class FullTrainConfig:
     ema_decay: float = 0.0  # decay of the exponential moving average of the weights; 0 for none
 
     def __post_init__(self) -> None:
-        check_optimizer("opt", self.opt)
-        for name in ("mixup", "cutmix", "label_smoothing"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"{name.replace('_', '-')}: must be a number of at least 0, not {value!r}")
+        check_training(self, label=lambda name: name.replace("_", "-"))
         if not 0 <= self.ema_decay < 1:
             raise ValueError(f"ema-decay: must be at least 0 and below 1, not {self.ema_decay!r}")
-        if not 0 <= self.mix_switch_prob <= 1:
-            raise ValueError(f"mix-switch-prob: must be between 0 and 1, not {self.mix_switch_prob!r}")
         if self.mixes and self.batch_size % 2:
             raise ValueError(
                 f"batch-size: Mixup and CutMix pair images, so it must be even, not {self.batch_size}"

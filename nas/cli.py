@@ -686,7 +686,6 @@ def train(
         built = resolve_arch(arch)
         name = profile or ("full" if pick_device().type == "cuda" else "cpu")
         prof = get_space(space).profile(name)
-        data = load_dataset(dataset, img_size=prof.img_size, data_dir=data_dir, seed=seed, download=download)
         if recipe is not None and recipe not in RECIPES:
             raise ValueError(f"recipe: unknown {recipe!r}; known: {', '.join(RECIPES)}")
         given = {"randaugment": randaugment, "mixup": mixup, "cutmix": cutmix, "ema_decay": ema_decay}
@@ -694,6 +693,7 @@ def train(
         config = FullTrainConfig(
             epochs=epochs, batch_size=batch_size, train_samples=train_samples, lr=lr, seed=seed, **pieces
         )
+        data = load_dataset(dataset, img_size=prof.img_size, data_dir=data_dir, seed=seed, download=download)
         default = Path(arch).stem if arch.endswith(".json") else weights_name(built).removesuffix(".pt")
         target = Path(out) if out else Path("runs") / "train" / default
         console.print(f"training {prof.apply(built).key} ({name} profile, {prof.img_size} px) -> {target}")

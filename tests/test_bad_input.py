@@ -36,6 +36,7 @@ import torch
 from cheap_search import cheap_settings
 from typer.testing import CliRunner
 
+from evaluators.hyperparams import MAX_LR
 from nas import bounds
 from nas.arch import Arch, Stage, Stem
 from nas.cli import app
@@ -208,6 +209,13 @@ BAD_CONFIGS: dict[str, str | bytes] = {
     "proxy-opt.toml": 'evaluator = "proxy"\n[evaluator-config]\nopt = "sgdd"\n',
     "oneshot-opt.yaml": "evaluator: oneshot\nevaluator-config: {opt: rm -rf}\n",
     "two-documents.yaml": "workers: 1\n---\nworkers: 2\n",
+    # a training setting timm or torch would refuse in every trial, each trial charged to the budget
+    "proxy-lr.yaml": "evaluator: proxy\nevaluator-config: {lr: -1}\n",
+    "proxy-sched.toml": 'evaluator = "proxy"\n[evaluator-config]\nsched = "cosin"\n',
+    "proxy-opt-kwargs.yaml": "evaluator: proxy\nevaluator-config: {opt_kwargs: {bogus: 1}}\n",
+    "proxy-smoothing.toml": 'evaluator = "proxy"\n[evaluator-config]\nlabel_smoothing = 1.5\n',
+    "proxy-grad-clip.yaml": "evaluator: proxy\nevaluator-config: {grad_clip: -1.0}\n",
+    "oneshot-finetune-lr.yaml": "evaluator: oneshot\nevaluator-config: {finetune_lr: 0.0}\n",
 }
 CONFIG_MESSAGES = {
     "bomb.yaml": "bomb.yaml': holds more than 10,000 values, YAML aliases counted each time they are used",
@@ -253,6 +261,12 @@ CONFIG_MESSAGES = {
     "proxy-opt.toml": "evaluator-config: opt: timm has no optimizer 'sgdd' (such as adamw, sgd, lamb",
     "oneshot-opt.yaml": "evaluator-config: opt: timm has no optimizer 'rm -rf'",
     "two-documents.yaml": "two-documents.yaml': not valid YAML (but found another document",
+    "proxy-lr.yaml": "evaluator-config: lr: must be a number above 0 and at most 100, got -1",
+    "proxy-sched.toml": "evaluator-config: sched: timm has no scheduler 'cosin' (such as cosine",
+    "proxy-opt-kwargs.yaml": "evaluator-config: opt_kwargs: timm's adamw optimizer refuses {{'bogus': 1}}",
+    "proxy-smoothing.toml": "evaluator-config: label_smoothing: must be a number between 0 and 1, got 1.5",
+    "proxy-grad-clip.yaml": "evaluator-config: grad_clip: must be a number above 0 and at most 1e+06",
+    "oneshot-finetune-lr.yaml": "evaluator-config: finetune_lr: must be a number above 0 and at most 100",
     "fifo.yaml": "fifo.yaml': cannot be read (it is a FIFO, not a regular file)",
     "zero.yaml": "zero.yaml': cannot be read (it is a character device, not a regular file)",
     "folder.yaml": "folder.yaml': cannot be read (it is a directory, not a regular file)",
@@ -471,6 +485,9 @@ SIZE_CASES = [
         for case in whole_cases(
             "train", _with("train", "{hybrid}", after=("--out", "{root}/train-out")), option, low, high
         )
+    ),
+    *number_cases(
+        "train", _with("train", "{hybrid}", after=("--out", "{root}/train-out")), "--lr", MAX_LR, above=True
     ),
     *(
         pytest.param(

@@ -164,6 +164,11 @@ def test_bad_recipe_input_is_one_sentence(tmp_path: Path) -> None:
     for extra, message in (
         (["--recipe", "deit"], "recipe: unknown 'deit'; known: coatnet"),
         (["--randaugment", "rand-x9"], "randaugment: 'rand-x9' is not a RandAugment setting"),
+        # timm itself skips a section it cannot read and applies any number of operations to each image
+        (["--randaugment", "rand-m9-zz"], "(section 'zz' is none of m, n, mstd, mmax, inc or p"),
+        (["--randaugment", "rand-mfoo"], "(section 'mfoo' is none of"),
+        (["--randaugment", "rand-n1000000000"], "'n1000000000' asks for more than 16 operations per image"),
+        (["--randaugment", "bogus"], "(it must start with 'rand', not 'bogus')"),
         (["--mixup", "0.8", "--batch-size", "33"], "batch-size: Mixup and CutMix pair images"),
         (["--ema-decay", "1.5"], "ema-decay: must be at least 0 and below 1"),
     ):
