@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from evaluators.data import DataSplit
+from evaluators.hyperparams import MAX_LR
 from evaluators.proxy import ProxyEvaluator, TrainConfig
 from evaluators.registry import EVALUATORS
 from nas.arch import Arch
@@ -77,7 +78,7 @@ class FaultSchedule:
         self.calls = 0
         self.normal = ProxyEvaluator(profile, data, seed=0)
         # a learning rate that makes the loss NaN within a few steps: a real divergence, caught by the trainer
-        self.diverging = ProxyEvaluator(profile, data, seed=0, config=TrainConfig(lr=1e6, warmup_epochs=0))
+        self.diverging = ProxyEvaluator(profile, data, seed=0, config=TrainConfig(opt="sgd", lr=MAX_LR, warmup_epochs=0))
         self.endless = ProxyEvaluator(replace(profile, epochs=10_000), data, seed=0)
 
     def evaluate(self, arch: Arch, report: Any = None) -> dict[str, Any]:

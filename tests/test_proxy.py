@@ -10,6 +10,7 @@ import pytest
 from evaluators.amp import amp_dtype
 from evaluators.complexity import pick_device
 from evaluators.data import DataSplit, load_dataset
+from evaluators.hyperparams import MAX_LR
 from evaluators.proxy import ProxyEvaluator, TrainConfig, TrainingDiverged, train_proxy
 from nas.arch import Arch, Stage, Stem
 from search_spaces import get_space
@@ -55,7 +56,7 @@ def test_same_seed_same_result_other_seed_differs(fashion: DataSplit) -> None:
 
 
 def test_divergence_raises_with_where_and_loss(fashion: DataSplit) -> None:
-    config = TrainConfig(lr=1e6, warmup_epochs=0)
+    config = TrainConfig(opt="sgd", lr=MAX_LR, warmup_epochs=0)
     with pytest.raises(TrainingDiverged, match=r"loss (nan|inf) at epoch 1, step \d+") as err:
         train_proxy(TINY, TINY_PROFILE, fashion, seed=0, config=config)
     assert err.value.epoch == 1 and err.value.step >= 1
