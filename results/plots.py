@@ -333,8 +333,13 @@ def write_png(analysis: Analysis, path: Path) -> None:
         line = _objective_plane(analysis, x, y)
         label = "Pareto front" if line else f"Pareto front ({_front_of(analysis)})"
         ax.plot(xs[ordered], ys[ordered], "o-" if line else "o", color="#d62728", ms=4, label=label, zorder=3)
+        plotted = _plottable(frame, [*shown, *faded, *rejected], x, y)
+        if not plotted:  # every trial failed (the report lists why): matplotlib cannot log-scale no value
+            ax.text(0.5, 0.5, "no trial to plot", transform=ax.transAxes, ha="center", color="#7a8794")
+            ax.set_xticks([])
+            ax.set_yticks([])
         for name, axis in ((x, ax.xaxis), (y, ax.yaxis)):
-            if name in COST_AXES:
+            if name in COST_AXES and plotted:
                 _log_axis(ax, axis, name)
         ax.set_xlabel(axis_label(x))
         ax.set_ylabel(axis_label(y))
@@ -343,7 +348,8 @@ def write_png(analysis: Analysis, path: Path) -> None:
         unnamed = _plottable(frame, [i for i in [*shown, *rejected] if i not in named], x, y)
         to_label.append((ax, [(xs[i], ys[i]) for i in named], [analysis.labels[i] for i in named],
                          [(xs[i], ys[i]) for i in unnamed]))  # fmt: skip
-    axes.flat[0].legend(fontsize=8)
+    if done:
+        axes.flat[0].legend(fontsize=8)
     fig.tight_layout()
     for ax, marked_points, texts, other_points in to_label:  # placed once the axes have their final size
         _label_png(fig, ax, marked_points, texts, other_points)

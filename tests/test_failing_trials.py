@@ -78,7 +78,9 @@ class FaultSchedule:
         self.calls = 0
         self.normal = ProxyEvaluator(profile, data, seed=0)
         # a learning rate that makes the loss NaN within a few steps: a real divergence, caught by the trainer
-        self.diverging = ProxyEvaluator(profile, data, seed=0, config=TrainConfig(opt="sgd", lr=MAX_LR, warmup_epochs=0))
+        self.diverging = ProxyEvaluator(
+            profile, data, seed=0, config=TrainConfig(opt="sgd", lr=MAX_LR, warmup_epochs=0)
+        )
         self.endless = ProxyEvaluator(replace(profile, epochs=10_000), data, seed=0)
 
     def evaluate(self, arch: Arch, report: Any = None) -> dict[str, Any]:
@@ -173,6 +175,10 @@ def test_a_search_whose_trials_all_fail_the_same_way_stops(
         f"the last {FAILED_IN_A_ROW} trials all failed with the same reason"
     )
     assert "ModuleNotFoundError: No module named 'a_dependency'" in outcome.stopped
+    # the report is where a user reads why: it lists the failures beside an empty plot
+    assert outcome.report is not None and outcome.no_front == "no trial has completed yet"
+    assert "No module named &#x27;a_dependency&#x27;" in outcome.report.read_text()
+    assert (outcome.run_dir / "pareto.png").stat().st_size > 0
 
 
 def test_the_failure_streak_counts_one_reason_in_a_row() -> None:

@@ -122,6 +122,17 @@ def test_an_empty_front_says_why(tmp_path: Path) -> None:
     assert pd.read_csv(run / "pareto.csv").empty
 
 
+def test_a_study_whose_every_trial_failed_has_a_report(tmp_path: Path) -> None:
+    """matplotlib refused to log-scale the cost axis of a plot with no point, so no report said why every
+    trial of a study had failed."""
+    run = _hand_made_run(tmp_path / "run")
+    frame, _ = load_run(run)
+    save_trials(frame[frame["state"] == "FAIL"].reset_index(drop=True), run)
+    page = write_report(run).read_text()
+    assert "The front is empty: no trial has completed yet." in page and "<td>diverged</td>" in page
+    assert (run / "pareto.png").stat().st_size > 0 and pd.read_csv(run / "pareto.csv").empty
+
+
 def test_missing_run_directory_is_one_sentence(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"no manifest\.json"):
         write_report(tmp_path)

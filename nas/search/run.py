@@ -36,7 +36,7 @@ class SearchOutcome:
     interrupted: bool = False
     stopped: str | None = None  # why the search stopped before its budget ran out (nothing feasible)
     lost: str | None = None  # the study's file was removed mid-search (restored, or saved beside it)
-    report: Path | None = None  # None when the study has no completed trial to plot yet
+    report: Path | None = None  # None when the study has no trial yet
     ran: int | None = None  # trials this process ran (Optuna; several workers share one study)
     signum: int | None = None  # the signal that interrupted it (None: Ctrl-C under Ray, or none)
     front: int = 0  # architectures on the front (pareto.csv)
@@ -127,7 +127,7 @@ def _run_search(settings: SearchSettings, console: Console | None) -> SearchOutc
         },
     )
     report, front = None, 0
-    if len(frame) and (frame["state"] == "COMPLETE").any():
+    if len(frame):  # with no trial completed, the report lists why each failed
         from results.report import write_report
 
         report = write_report(settings.run_dir)
