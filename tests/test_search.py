@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import sqlite3
 from pathlib import Path
@@ -174,3 +175,37 @@ def test_cli_search_bad_input_leaves_the_study_untouched(tmp_path: Path) -> None
         assert bad.exit_code == 2, (extra, bad.output)
         assert "error:" in bad.output and "Traceback" not in bad.output
         assert (tmp_path / "cli" / "trials.csv").read_bytes() == before
+
+
+@pytest.mark.parametrize("held, other", [("optuna", "ray"), ("ray", "optuna")])
+def test_a_study_is_continued_only_on_the_backend_that_searched_it(
+    tmp_path: Path, held: str, other: str
+) -> None:
+    """Each engine keeps its trials where the other cannot read them (Optuna's storage, Ray's ledger): a
+    search under the other backend started a second study in the folder and overwrote the first one's trials
+    table, report and manifest. The backend is the manifest's, else the one whose files are in the folder
+    (a first session killed before it wrote its manifest)."""
+    run_dir = tmp_path / "t"
+    run_dir.mkdir()
+    (run_dir / ("study.db" if held == "optuna" else "ray_ledger.jsonl")).write_bytes(b"")
+    for resume in (False, True):
+        with pytest.raises(ValueError, match=rf"was searched on the {held} backend, which keeps its trials "):
+            run_search(cheap_settings(tmp_path, backend=other, resume=resume))
+    for path in run_dir.iterdir():  # the manifest alone says which backend
+        path.unlink()
+    (run_dir / "manifest.json").write_text(json.dumps({"settings": {"backend": held}}))
+    result = CliRunner().invoke(app, ["search", "--config", str(_config(tmp_path, other)), "--resume"])
+    assert result.exit_code == 2, result.output
+    assert f"continue it with --backend {held} --resume, or choose another --study" in " ".join(
+        result.output.split()
+    )
+    assert [p.name for p in run_dir.iterdir()] == ["manifest.json"]
+
+
+def _config(tmp_path: Path, backend: str) -> Path:
+    path = tmp_path / "search.yaml"
+    path.write_text(
+        f"space: sasa\nevaluator: complexity\nobjectives: macs,params\nbudget: 6trials\nmacs-img-size: 32\n"
+        f"runs-dir: {tmp_path}\nstudy: t\nbackend: {backend}\n"
+    )
+    return path

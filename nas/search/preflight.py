@@ -11,7 +11,10 @@ everything as it was:
   that hold none), a local Ray has the CPUs and GPUs one trial asks for (else no trial could ever start), and
   ``--latency-device`` exists where the trials run;
 - the dataset is there (its description goes into ``manifest.json``);
-- files the evaluator would read at its set-up are its own (a one-shot ``supernet.pt`` it could resume).
+- files the evaluator would read at its set-up are its own (a one-shot ``supernet.pt`` it could resume);
+- the run folder's study, if any, is this backend's: Optuna keeps its trials in its storage and Ray in the
+  folder's ledger, neither reads the other's, so a search under the other backend would start a second study
+  there and overwrite the first one's trials table, report and manifest.
 
 Each refusal is a ``ValueError`` of one sentence naming the setting.
 """
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from nas.atomic import scratch_folder
+from nas.option_names import option, setting
 from nas.search.budget import Budget, BudgetTracker
 from nas.search.settings import SearchSettings
 
@@ -36,6 +40,7 @@ def preflight(settings: SearchSettings) -> dict[str, Any] | None:
     """Check ``settings`` against the machine, the files and the cluster (the module docstring's list);
     returns the description of the data the trials train on (None for an evaluator that trains nothing)."""
     _check_run_dir(settings.run_dir)
+    _check_backend(settings)
     if settings.backend == "ray":
         _check_ray(settings)
     else:
@@ -80,6 +85,25 @@ def trial_gpus(settings: SearchSettings) -> float:
 def _check_run_dir(run_dir: Path) -> None:
     """The run folder exists or can be made: a folder is made and removed beside where it goes."""
     os.rmdir(scratch_folder(run_dir, "runs-dir"))
+
+
+def _check_backend(settings: SearchSettings) -> None:
+    """The backend that searched the run folder's study (the manifest's, else the one whose files are
+    there) is this search's."""
+    from nas.search.manifest import read_manifest
+
+    recorded = read_manifest(settings.run_dir).get("settings")
+    held = recorded.get("backend") if isinstance(recorded, dict) else None
+    if held not in ("optuna", "ray"):  # no manifest yet: a first session killed before writing it
+        ledger, database = (settings.run_dir / name for name in ("ray_ledger.jsonl", "study.db"))
+        held = "ray" if ledger.exists() else "optuna" if database.exists() else None
+    if held is None or held == settings.backend:
+        return
+    raise ValueError(
+        f"study {settings.study_name!r} in {settings.run_dir} was searched on the {held} backend, which "
+        f"keeps its trials where the {settings.backend} backend cannot read them; continue it with "
+        f"{setting('backend', held)} {option('resume')}, or choose another {option('study', 'NAME')}"
+    )
 
 
 def _check_ray(settings: SearchSettings) -> None:

@@ -8,8 +8,9 @@ is searched or limited, measured on the same device at the same batch. The first
 *terms* with the study (Optuna: one study user attribute per term; Ray: a ``terms`` line of the ledger); a
 resume under other terms is refused in one sentence, before any trial runs, naming the first term that
 differs. A term a study did not record (it was started before the term was) is taken from the resume and
-recorded then. The backend, workers, budget, seed and device may change between sessions: they decide how
-and how long the study is searched, not what its trials measure.
+recorded then. The workers, budget, seed and device may change between sessions: they decide how and how
+long the study is searched, not what its trials measure. The backend may not, for another reason: each
+engine keeps the study where the other cannot read it (:func:`nas.search.preflight.preflight` refuses it).
 """
 
 from __future__ import annotations
