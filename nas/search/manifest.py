@@ -66,8 +66,8 @@ def _evaluator_settings(settings: SearchSettings) -> dict[str, Any]:
 def read_manifest(run_dir: Path) -> dict[str, Any]:
     """The manifest of ``run_dir`` ({} when there is none or it cannot be read as JSON)."""
     try:
-        data = json.loads((Path(run_dir) / "manifest.json").read_text())
-    except (OSError, json.JSONDecodeError):
+        data = json.loads((Path(run_dir) / "manifest.json").read_bytes())
+    except (OSError, ValueError, RecursionError):  # ValueError: not JSON, or not UTF-8 text
         return {}
     return data if isinstance(data, dict) else {}
 
