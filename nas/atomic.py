@@ -3,13 +3,14 @@ manifest, checkpoints) is written beside its target under a name of this process
 so a kill never leaves half a file and workers sharing a run directory never rename each other's. A folder
 is made the same way, complete in a :func:`scratch_folder` on its file system, then renamed into place. A file
 that several writers merge into (a latency table, the part-cost store) is read, merged and replaced while
-holding :func:`locked`."""
+holding :func:`locked`. A process that must be the only one at work on something holds :func:`sole`."""
 
 from __future__ import annotations
 
 import fcntl
 import json
 import os
+import socket
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
@@ -17,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["locked", "merge_json", "nearest_existing", "replaced", "scratch_folder"]
+__all__ = ["Held", "locked", "merge_json", "nearest_existing", "replaced", "scratch_folder", "sole"]
 
 
 @contextmanager
@@ -39,6 +40,35 @@ def locked(path: str | Path) -> Iterator[None]:
     with open(path.with_name(path.name + ".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+class Held(Exception):
+    """Another process holds the :func:`sole` lock; ``holder`` is what it wrote there (its pid and host)."""
+
+    def __init__(self, holder: str) -> None:
+        super().__init__(holder)
+        self.holder = holder
+
+
+@contextmanager
+def sole(path: str | Path) -> Iterator[None]:
+    """An exclusive ``flock`` on the file ``path`` (made if missing), held inside, or :class:`Held` at once
+    if another process holds it. The holder writes its pid and host there, for the refusal to name; the OS
+    releases the lock when the holder dies, however it dies."""
+    with open(path, "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            raise Held(lock.read(200).strip() or "a process that has not said which") from None
+        try:
+            lock.seek(0)
+            lock.truncate()
+            lock.write(f"pid {os.getpid()} on {socket.gethostname()}")
+            lock.flush()
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)

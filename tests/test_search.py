@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
 import sqlite3
 from pathlib import Path
@@ -209,3 +210,19 @@ def _config(tmp_path: Path, backend: str) -> Path:
         f"runs-dir: {tmp_path}\nstudy: t\nbackend: {backend}\n"
     )
     return path
+
+
+def test_a_ray_study_takes_one_driver(tmp_path: Path) -> None:
+    """Two Ray sessions on one study (a second `--resume` while the first ran) each restored the experiment
+    and ran the budget's trials again under the same numbers: 7 trials under a 4-trial budget, numbers 1 to 3
+    twice in the table. The driver holds the run folder's session lock; a second is refused at once."""
+    from nas.atomic import sole
+    from nas.search.ray_driver import SESSION_LOCK
+
+    run_dir = tmp_path / "t"
+    run_dir.mkdir()
+    refused = rf"being searched by another Ray session \(pid {os.getpid()} on "
+    # this process holds the lock: another driver, as far as the search can tell
+    with sole(run_dir / SESSION_LOCK), pytest.raises(ValueError, match=refused):
+        run_search(cheap_settings(tmp_path, backend="ray"))
+    assert [p.name for p in run_dir.iterdir()] == [SESSION_LOCK]

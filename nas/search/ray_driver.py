@@ -38,6 +38,7 @@ from typing import Any
 
 from ray.tune.search import Searcher, SearchGenerator
 
+from nas.atomic import Held, sole
 from nas.option_names import option
 from nas.search import ray_watchdog
 from nas.search.budget import BudgetTracker, Session, TrialCost, wall_seconds
@@ -51,6 +52,7 @@ from nas.search.trial import Earlier, TrialRecord, TrialRunner, run_trial
 
 __all__ = ["BudgetedGenerator", "BudgetedSearcher", "collect_ray", "run_ray"]
 
+SESSION_LOCK = "ray_session.lock"  # in the run folder: held by the one driver searching the study
 _NUMBER = "__number"  # the trial's sequence number, added to the config the trainable receives
 _STEP = "__step"  # on a ladder, a promotion's [lineage, rung]
 _REPEAT = "__repeat"  # a suggested architecture the study has a result of: that result (Earlier's fields)
@@ -508,6 +510,22 @@ def _start_session(settings: SearchSettings, gpus: float) -> None:
 
 def run_ray(settings: SearchSettings, progress: SearchProgress | None = None) -> Any:
     """Run (or, with ``resume``, restore and continue) the Ray Tune search; returns the ``ResultGrid``."""
+    _check_experiment(settings)  # refused before anything is made, Ray started or the folder locked
+    settings.run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        with sole(settings.run_dir / SESSION_LOCK):
+            _check_experiment(settings)  # a session that ended since the check above may have started it
+            return _run_ray(settings, progress)
+    except Held as held:
+        raise ValueError(
+            f"study {settings.study_name!r} is being searched by another Ray session ({held.holder}); a Ray "
+            f"study takes one driver (more trials at once: {option('concurrency', 4)}), so wait for it to "
+            f"end, then continue with {option('resume')}"
+        ) from None
+
+
+def _check_experiment(settings: SearchSettings) -> None:
+    """A new study has no Ray results yet; a resumed one has them, under the terms asked for now."""
     from ray import tune
 
     exp = experiment_dir(settings)
@@ -523,6 +541,10 @@ def run_ray(settings: SearchSettings, progress: SearchProgress | None = None) ->
         )
     if settings.resume:  # refused before Ray starts
         check_terms(settings.study_name, read_ledger(ledger_path(settings)).terms, study_terms(settings))
+
+
+def _run_ray(settings: SearchSettings, progress: SearchProgress | None) -> Any:
+    exp = experiment_dir(settings)
     session = _init_ray(settings)  # joined before the stale ledger goes: an unreachable cluster keeps it
     # a local Ray's processes end with this search: on its way out by ray.shutdown(), and if it is killed
     # without one (SIGKILL), by the watchdog, which sees the pipe from this process close
