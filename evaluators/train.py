@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ from evaluators.hyperparams import check_training
 from evaluators.proxy import TrainingDiverged, build_scaled_network, forked_rng
 from evaluators.steps import backward, update, validate
 from nas.arch import Arch
+from nas.atomic import Held, nearest_existing, sole
 from nas.create import save_model
 from search_spaces.base import ProxyProfile
 
@@ -153,6 +155,9 @@ class TrainStatus:
 Progress = Callable[[TrainStatus], None]
 
 
+TRAIN_LOCK = ".training.lock"  # in the run folder: held by the one process training there
+
+
 def train_arch(
     arch: Arch,
     profile: ProxyProfile,
@@ -165,9 +170,43 @@ def train_arch(
     report: Report | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Train ``profile.apply(arch)`` on ``data``; returns the last epoch's metrics and the run's totals."""
-    config = config or FullTrainConfig()
+    """Train ``profile.apply(arch)`` on ``data``; returns the last epoch's metrics and the run's totals.
+
+    One process trains in ``out_dir`` at a time (a second, resuming the run while the first trains it,
+    trained it again beside it, both writing the same checkpoint): it is refused at once. A run refused
+    before its first checkpoint leaves no folder it made."""
     out = Path(out_dir)
+    anchor = nearest_existing(out)  # the outermost folder made here is the child of it towards ``out``
+    made = None if anchor == out.absolute() else anchor / out.absolute().relative_to(anchor).parts[0]
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        with sole(out / TRAIN_LOCK):
+            return _train_arch(
+                arch, profile, data, out, config=config or FullTrainConfig(), resume=resume, device=device,
+                report=report, progress=progress,
+            )  # fmt: skip
+    except Held as held:
+        raise ValueError(
+            f"{out} is being trained by another process ({held.holder}); wait for it to end, then pass "
+            "--resume to continue it, or another --out"
+        ) from None
+    finally:
+        if made is not None and not (out / "checkpoint.pt").exists():
+            shutil.rmtree(made, ignore_errors=True)
+
+
+def _train_arch(
+    arch: Arch,
+    profile: ProxyProfile,
+    data: DataSplit,
+    out: Path,
+    *,
+    config: FullTrainConfig,
+    resume: bool,
+    device: torch.device | str | None,
+    report: Report | None,
+    progress: Progress | None,
+) -> dict[str, Any]:
     checkpoint_path = out / "checkpoint.pt"
     settings = {
         "arch": arch.key,

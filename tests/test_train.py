@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from evaluators.augment import RandAugmentBatch
 from evaluators.checkpoint import load_checkpoint
 from evaluators.data import DataSplit, load_dataset
-from evaluators.train import RECIPES, FullTrainConfig, TrainStatus, train_arch
+from evaluators.train import RECIPES, TRAIN_LOCK, FullTrainConfig, TrainStatus, train_arch
 from nas import train_view
 from nas.cli import app
 from nas.create import create_model
@@ -190,3 +190,23 @@ def test_cli_trains_with_the_coatnet_recipe_and_resumes(tmp_path: Path) -> None:
     assert more.exit_code == 0, more.output  # the run is complete: resuming it trains nothing more
     other = CliRunner().invoke(app, ["train", str(arch_file), "--epochs", "1", "--resume", *small[2:]])
     assert other.exit_code == 2 and "written with other settings" in other.output
+
+
+def test_one_process_trains_in_a_folder(fashion: DataSplit, tmp_path: Path) -> None:
+    """A second `nas train --resume` while the first trained in the same folder trained the run again beside
+    it, both writing one checkpoint; it is refused at once, naming the holder. A run refused before its first
+    checkpoint leaves no folder it made."""
+    import os
+
+    from nas.atomic import sole
+
+    out = tmp_path / "run"
+    out.mkdir()
+    short = FullTrainConfig(epochs=1, train_samples=64, batch_size=32)
+    with sole(out / TRAIN_LOCK), pytest.raises(ValueError, match=rf"by another process \(pid {os.getpid()} "):
+        train_arch(ARCH, PROFILE, fashion, out, config=short, resume=True)
+    assert [p.name for p in out.iterdir()] == [TRAIN_LOCK]
+    other = dataclasses.replace(PROFILE, img_size=PROFILE.img_size * 2)
+    with pytest.raises(ValueError, match="trains at"):
+        train_arch(ARCH, other, fashion, tmp_path / "new" / "run", config=short)
+    assert not (tmp_path / "new").exists()
