@@ -226,3 +226,34 @@ def test_a_ray_study_takes_one_driver(tmp_path: Path) -> None:
     with sole(run_dir / SESSION_LOCK), pytest.raises(ValueError, match=refused):
         run_search(cheap_settings(tmp_path, backend="ray"))
     assert [p.name for p in run_dir.iterdir()] == [SESSION_LOCK]
+
+
+@pytest.mark.parametrize(
+    "changes, says",
+    [
+        ({}, "holds 108 training images and the cpu profile trains on 6000; use a larger dataset"),
+        ({"profile": "gpu"}, "holds 108 training images, not one batch of the gpu profile's 256"),
+        (
+            {"evaluator": "oneshot", "evaluator_config": {"batch_size": 8}, "profile": "gpu"},
+            "holds 108 training images and evaluator-config's train_samples asks for 10000; use a larger "
+            "dataset or set evaluator-config's train_samples to at most 108",
+        ),
+    ],
+)
+def test_a_dataset_smaller_than_training_asks_is_refused(tmp_path: Path, changes: dict, says: str) -> None:
+    """An image folder of 120 images under the cpu profile (6000 training images a trial): every trial failed
+    with 'asked for 6000 training samples; the split holds 108', charged to the budget."""
+    from PIL import Image
+
+    for cls in ("cat", "dog", "eel"):
+        (tmp_path / "images" / "train" / cls).mkdir(parents=True)
+        for i in range(40):
+            Image.new("RGB", (8, 8), (6 * i, 80, 200)).save(tmp_path / "images" / "train" / cls / f"{i}.png")
+    settings = cheap_settings(
+        tmp_path / "runs",
+        dataset=f"imagefolder:{tmp_path / 'images'}",
+        **{"evaluator": "proxy", "objectives": ("top1", "macs"), **changes},
+    )
+    with pytest.raises(ValueError, match=re.escape(f"dataset: imagefolder:{tmp_path / 'images'} {says}")):
+        run_search(settings)
+    assert not (tmp_path / "runs").exists()
