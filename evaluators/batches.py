@@ -92,6 +92,24 @@ class TensorBatches:
         return padded.gather(2, index).view(b, c, h, w)
 
 
+def check_holds(data: DataSplit, part: str, wanted: int | None, asker: str, remedy: str) -> None:
+    """ValueError in one sentence if the ``part`` (``"training"`` or ``"validation"``) of ``data`` holds
+    fewer than the ``wanted`` images (None: all of them) that ``asker`` asks for; ``remedy`` ends it."""
+    held = len(data.train if part == "training" else data.val)
+    if wanted is not None and wanted > held:
+        raise ValueError(f"dataset: {data.name} holds {held} {part} images and {asker} {wanted}; {remedy}")
+
+
+def check_batch(data: DataSplit, train_samples: int | None, batch_size: int, asker: str) -> None:
+    """ValueError in one sentence if the training images used make no full batch of ``batch_size``."""
+    used = len(data.train) if train_samples is None else min(train_samples, len(data.train))
+    if used < batch_size:
+        raise ValueError(
+            f"dataset: {data.name} gives {used} training images, not one batch of {asker} {batch_size}; "
+            "use a larger dataset or a smaller batch"
+        )
+
+
 def loaders(
     split: DataSplit,
     batch_size: int,

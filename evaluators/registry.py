@@ -56,7 +56,7 @@ class EvaluatorSpec:
     needs_setup: bool = False
     default_objectives: tuple[str, ...] = ("top1:max", "macs:min")  # a search's when it names none
     ladder: bool = False  # trains in spans continued from checkpoints (evaluate(..., fidelity=...))
-    checker: str | None = None  # ``module:name``: refuses the run folder's files it would read at set-up
+    checker: str | None = None  # ``module:name``: refuses a split too small or files it would read at set-up
     data_parallel: bool = False  # its set-up trains in --supernet-workers Ray Train workers
 
     @property
@@ -191,6 +191,7 @@ EVALUATORS: dict[str, EvaluatorSpec] = {
             config="evaluators.proxy:TrainConfig",
             builder="evaluators.registry:build_proxy",
             ladder=True,
+            checker="evaluators.proxy:check_split",
         ),
         EvaluatorSpec(
             "oneshot",
@@ -199,7 +200,7 @@ EVALUATORS: dict[str, EvaluatorSpec] = {
             config="evaluators.oneshot:OneShotConfig",
             builder="evaluators.registry:build_oneshot",
             needs_setup=True,
-            checker="evaluators.oneshot:check_supernet",
+            checker="evaluators.oneshot:check_setup",
             data_parallel=True,
         ),
     )

@@ -14,6 +14,8 @@ import pytest
 from cheap_search import cheap_settings
 from typer.testing import CliRunner
 
+from evaluators.data import load_dataset
+from evaluators.registry import EVALUATORS
 from nas.cli import app
 from nas.search.run import run_search
 from nas.search.settings import SearchSettings
@@ -232,7 +234,7 @@ def test_a_ray_study_takes_one_driver(tmp_path: Path) -> None:
     "changes, says",
     [
         ({}, "holds 108 training images and the cpu profile trains on 6000; use a larger dataset"),
-        ({"profile": "gpu"}, "holds 108 training images, not one batch of the gpu profile's 256"),
+        ({"profile": "gpu"}, "gives 108 training images, not one batch of the gpu profile's 256"),
         (
             {"evaluator": "oneshot", "evaluator_config": {"batch_size": 8}, "profile": "gpu"},
             "holds 108 training images and evaluator-config's train_samples asks for 10000; use a larger "
@@ -257,3 +259,8 @@ def test_a_dataset_smaller_than_training_asks_is_refused(tmp_path: Path, changes
     with pytest.raises(ValueError, match=re.escape(f"dataset: imagefolder:{tmp_path / 'images'} {says}")):
         run_search(settings)
     assert not (tmp_path / "runs").exists()
+    # each evaluator asks for its own: the one-shot supernet trains on its config's images, not the profile's
+    oneshot = EVALUATORS["oneshot"]
+    config = oneshot.make_config({"train_samples": 100, "batch_size": 8})
+    split, profile = load_dataset(settings.dataset, img_size=32), get_space("sasa").profile("cpu")
+    oneshot.check(config, space=None, profile=profile, data=split, seed=0, run_dir=tmp_path)

@@ -10,9 +10,9 @@ everything as it was:
 - the budget's device is the one the trials run on (GPU time needs trials that hold a GPU, CPU time trials
   that hold none), a local Ray has the CPUs and GPUs one trial asks for (else no trial could ever start), and
   ``--latency-device`` exists where the trials run;
-- the dataset is there (its description goes into ``manifest.json``), and its splits hold the images the
-  profile (and a config's own ``train_samples``) trains and validates on, at least one batch of them;
-- files the evaluator would read at its set-up are its own (a one-shot ``supernet.pt`` it could resume);
+- the dataset is there (its description goes into ``manifest.json``);
+- the evaluator's own check (``EvaluatorSpec.check``): its splits hold the images it trains and validates on
+  (at least a batch), and files it would read at its set-up are its own (a one-shot ``supernet.pt``);
 - the run folder's study, if any, is this backend's: Optuna keeps its trials in its storage and Ray in the
   folder's ledger, neither reads the other's, so a search under the other backend would start a second study
   there and overwrite the first one's trials table, report and manifest.
@@ -63,7 +63,6 @@ def preflight(settings: SearchSettings) -> dict[str, Any] | None:
         seed=settings.seed,
         download=settings.download,
     )
-    _check_split(settings, profile, split)
     settings.evaluator_spec.check(
         settings.evaluator_config_used(),
         space=space,
@@ -73,33 +72,6 @@ def preflight(settings: SearchSettings) -> dict[str, Any] | None:
         run_dir=settings.run_dir,
     )
     return split.describe()
-
-
-def _check_split(settings: SearchSettings, profile: Any, split: Any) -> None:
-    """The split holds what every trial would ask of it (else each would fail, charged to the budget)."""
-    config = settings.evaluator_config_used()
-    fewer = f"use a larger dataset or a profile that asks for fewer ({setting('profile', 'gpu')} takes all)"
-    asked = [
-        (f"the {profile.name} profile trains on", profile.train_samples, split.train, fewer),
-        (f"the {profile.name} profile validates on", profile.val_samples, split.val, fewer),
-        (
-            "evaluator-config's train_samples asks for",
-            getattr(config, "train_samples", None),
-            split.train,
-            f"use a larger dataset or set evaluator-config's train_samples to at most {len(split.train)}",
-        ),
-    ]
-    for who, wanted, held, remedy in asked:
-        if wanted is not None and wanted > len(held):
-            part = "training" if held is split.train else "validation"
-            raise ValueError(
-                f"dataset: {settings.dataset} holds {len(held)} {part} images and {who} {wanted}; {remedy}"
-            )
-    if len(split.train) < profile.batch_size:
-        raise ValueError(
-            f"dataset: {settings.dataset} holds {len(split.train)} training images, not one batch of the "
-            f"{profile.name} profile's {profile.batch_size}; use a larger dataset"
-        )
 
 
 def trial_gpus(settings: SearchSettings) -> float:
