@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -22,6 +23,7 @@ from torch.utils.data import DataLoader
 
 from evaluators.augment import RandAugmentBatch, rand_augment
 from evaluators.data import DataSplit, FileImages, TensorImages, match_channels
+from nas.option_names import setting
 
 __all__ = ["TensorBatches", "loaders"]
 
@@ -98,6 +100,14 @@ def check_holds(data: DataSplit, part: str, wanted: int | None, asker: str, reme
     held = len(data.train if part == "training" else data.val)
     if wanted is not None and wanted > held:
         raise ValueError(f"dataset: {data.name} holds {held} {part} images and {asker} {wanted}; {remedy}")
+
+
+def check_profile_holds(data: DataSplit, profile: Any, *, training: bool = True) -> None:
+    """:func:`check_holds` for the images a proxy profile validates on, and with ``training`` trains on."""
+    fewer = f"use a larger dataset or a profile that asks for fewer ({setting('profile', 'gpu')} takes all)"
+    if training:
+        check_holds(data, "training", profile.train_samples, f"the {profile.name} profile trains on", fewer)
+    check_holds(data, "validation", profile.val_samples, f"the {profile.name} profile validates on", fewer)
 
 
 def check_batch(data: DataSplit, train_samples: int | None, batch_size: int, asker: str) -> None:

@@ -41,7 +41,7 @@ from timm.optim import create_optimizer_v2
 from timm.scheduler import create_scheduler_v2
 
 from evaluators.amp import amp_dtype, autocast, grad_scaler
-from evaluators.batches import check_batch, check_holds, loaders
+from evaluators.batches import check_batch, check_holds, check_profile_holds, loaders
 from evaluators.checkpoint import load_checkpoint, restoring, save_checkpoint
 from evaluators.complexity import pick_device
 from evaluators.data import DataSplit
@@ -51,7 +51,6 @@ from evaluators.proxy import TrainingDiverged, forked_rng
 from evaluators.steps import backward, update, validate
 from nas.arch import Arch
 from nas.create import save_model, weights_name
-from nas.option_names import setting
 from nas.supernet import Supernet
 from search_spaces.base import ProxyProfile, RandomTrial, SearchSpace
 
@@ -140,10 +139,7 @@ def check_setup(
     check_supernet(config, profile=profile, data=data, **context)
     fewer = f"use a larger dataset or set evaluator-config's train_samples to at most {len(data.train)}"
     check_holds(data, "training", config.train_samples, "evaluator-config's train_samples asks for", fewer)
-    check_holds(
-        data, "validation", profile.val_samples, f"the {profile.name} profile validates on",
-        f"use a larger dataset or a profile that asks for fewer ({setting('profile', 'gpu')} takes all)",
-    )  # fmt: skip
+    check_profile_holds(data, profile, training=False)  # the supernet trains on the config's images
     check_batch(data, config.train_samples, config.batch_size, "evaluator-config's batch_size")
 
 

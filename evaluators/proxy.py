@@ -42,7 +42,7 @@ from timm.optim import create_optimizer_v2
 from timm.scheduler import create_scheduler_v2
 
 from evaluators.amp import amp_dtype, autocast, grad_scaler
-from evaluators.batches import check_batch, check_holds, loaders
+from evaluators.batches import check_batch, check_profile_holds, loaders
 from evaluators.checkpoint import load_checkpoint, restoring, save_checkpoint
 from evaluators.complexity import pick_device
 from evaluators.data import DataSplit
@@ -51,7 +51,6 @@ from evaluators.steps import backward, update, validate
 from nas.arch import Arch
 from nas.create import save_model, weights_name
 from nas.model import build_model
-from nas.option_names import setting
 from search_spaces.base import ProxyProfile
 
 __all__ = ["Fidelity", "ProxyEvaluator", "TrainConfig", "TrainingDiverged", "train_proxy"]
@@ -99,9 +98,7 @@ class TrainConfig:
 def check_split(config: TrainConfig | None, *, profile: ProxyProfile, data: DataSplit, **_: Any) -> None:
     """Refuse in one sentence a split that holds fewer images than every trial would train or validate on
     (each trial would fail, charged to the budget), before a search writes its study."""
-    fewer = f"use a larger dataset or a profile that asks for fewer ({setting('profile', 'gpu')} takes all)"
-    check_holds(data, "training", profile.train_samples, f"the {profile.name} profile trains on", fewer)
-    check_holds(data, "validation", profile.val_samples, f"the {profile.name} profile validates on", fewer)
+    check_profile_holds(data, profile)
     check_batch(data, profile.train_samples, profile.batch_size, f"the {profile.name} profile's")
 
 

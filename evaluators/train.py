@@ -181,18 +181,29 @@ def train_arch(
     out.mkdir(parents=True, exist_ok=True)
     try:
         with sole(out / TRAIN_LOCK):
-            return _train_arch(
-                arch, profile, data, out, config=config or FullTrainConfig(), resume=resume, device=device,
-                report=report, progress=progress,
-            )  # fmt: skip
+            try:
+                return _train_arch(
+                    arch, profile, data, out, config=config or FullTrainConfig(), resume=resume,
+                    device=device, report=report, progress=progress,
+                )  # fmt: skip
+            finally:  # only the lock's holder may remove the folder: a refused process may not have made it
+                if made is not None and not (out / "checkpoint.pt").exists():
+                    _remove_made(out, made)
     except Held as held:
         raise ValueError(
             f"{out} is being trained by another process ({held.holder}); wait for it to end, then pass "
             "--resume to continue it, or another --out"
         ) from None
-    finally:
-        if made is not None and not (out / "checkpoint.pt").exists():
-            shutil.rmtree(made, ignore_errors=True)
+
+
+def _remove_made(out: Path, made: Path) -> None:
+    """``out``, and the folders above it up to ``made`` that are then empty (another run may share them)."""
+    shutil.rmtree(out, ignore_errors=True)
+    for folder in [p for p in out.absolute().parents if p.is_relative_to(made)]:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
 
 
 def _train_arch(
