@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -46,7 +47,7 @@ from evaluators.hyperparams import check_training
 from evaluators.proxy import TrainingDiverged, build_scaled_network, forked_rng
 from evaluators.steps import backward, update, validate
 from nas.arch import Arch
-from nas.atomic import Held, nearest_existing, sole
+from nas.atomic import Held, nearest_existing, scratch_folder, sole
 from nas.create import save_model
 from search_spaces.base import ProxyProfile
 
@@ -178,6 +179,7 @@ def train_arch(
     out = Path(out_dir)
     anchor = nearest_existing(out)  # the outermost folder made here is the child of it towards ``out``
     made = None if anchor == out.absolute() else anchor / out.absolute().relative_to(anchor).parts[0]
+    os.rmdir(scratch_folder(out, "out"))  # one sentence for a path under a file or on a read-only system
     out.mkdir(parents=True, exist_ok=True)
     try:
         with sole(out / TRAIN_LOCK):

@@ -8,6 +8,7 @@ not a number) are caught here and printed as one sentence with exit code 2. Ever
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -679,6 +680,7 @@ def train(
         from evaluators.complexity import pick_device
         from evaluators.data import load_dataset
         from evaluators.train import RECIPES, FullTrainConfig, train_arch
+        from nas.atomic import scratch_folder
         from nas.create import resolve_arch, weights_name
         from nas.train_view import TrainView
         from search_spaces import get_space
@@ -696,6 +698,7 @@ def train(
         data = load_dataset(dataset, img_size=prof.img_size, data_dir=data_dir, seed=seed, download=download)
         default = Path(arch).stem if arch.endswith(".json") else weights_name(built).removesuffix(".pt")
         target = Path(out) if out else Path("runs") / "train" / default
+        os.rmdir(scratch_folder(target, "out"))  # refused before the run is announced
         console.print(f"training {prof.apply(built).key} ({name} profile, {prof.img_size} px) -> {target}")
         with TrainView(console, epochs) as view:
             result = train_arch(

@@ -846,6 +846,15 @@ CLI_CASES = [
         "image folder not found",
         id="train-dataset-missing",
     ),
+    # an --out that is a file, or under one: FileExistsError / NotADirectoryError tracebacks before
+    *(
+        pytest.param(
+            ["train", "{hybrid}", "--epochs", "1", "--out", out],
+            "out: cannot create the folder {}: {hybrid} is a file".replace("{}", out),
+            id=f"train-out-{tag}",
+        )
+        for tag, out in (("a-file", "{hybrid}"), ("under-a-file", "{hybrid}/run"))
+    ),
     pytest.param(
         ["train", "{hybrid}", "--space", "nope", "--out", "{root}/train-out"],
         "unknown search space 'nope'",

@@ -210,3 +210,7 @@ def test_one_process_trains_in_a_folder(fashion: DataSplit, tmp_path: Path) -> N
     with pytest.raises(ValueError, match="trains at"):
         train_arch(ARCH, other, fashion, tmp_path / "new" / "run", config=short)
     assert not (tmp_path / "new").exists()
+    (tmp_path / "a-file").write_text("")
+    for out in (tmp_path / "a-file", tmp_path / "a-file" / "run"):  # tracebacks before
+        with pytest.raises(ValueError, match=f"out: cannot create the folder {out}: .* is a file"):
+            train_arch(ARCH, PROFILE, fashion, out, config=short)
