@@ -649,6 +649,21 @@ CLI_CASES = [
     ),
     # a new study: every setting is checked before its folder, storage or first trial exists
     pytest.param(
+        search(study=FRESH, storage="sqlite:///{runs}"),
+        "storage: cannot open sqlite:///{runs}: {runs} is a folder, not a database file",
+        id="search-storage-sqlite-folder",
+    ),
+    pytest.param(
+        search(study=FRESH, storage="journal:{runs}"),
+        "storage: cannot open journal:{runs}: {runs} is a folder, not a journal file",
+        id="search-storage-journal-folder",
+    ),
+    pytest.param(
+        search(study=FRESH, storage="journal:{hybrid}"),
+        "{hybrid} is not an Optuna journal (its lines are not JSON records)",
+        id="search-storage-journal-not-a-journal",
+    ),
+    pytest.param(
         search(study=FRESH, budget=OTHER_DEVICE_BUDGET), OTHER_DEVICE_REFUSAL, id="search-budget-other-device"
     ),
     pytest.param(

@@ -307,9 +307,17 @@ def open_storage(settings: SearchSettings) -> tuple[Any, str]:
             from optuna.storages.journal import JournalFileBackend, JournalStorage
 
             path = Path(url.removeprefix("journal:")).expanduser()
+            _not_a_folder(path, "journal")
             path.parent.mkdir(parents=True, exist_ok=True)
-            return JournalStorage(JournalFileBackend(str(path))), shown
+            try:
+                return JournalStorage(JournalFileBackend(str(path))), shown
+            except json.JSONDecodeError:  # Optuna replays the journal's JSON lines as it opens it
+                raise ValueError(
+                    f"{path} is not an Optuna journal (its lines are not JSON records); name a new file or a "
+                    "journal a search wrote"
+                ) from None
         if url.startswith("sqlite:///"):
+            _not_a_folder(Path(url.removeprefix("sqlite:///")), "database")
             Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         engine_url = url
         if url.startswith(("postgresql://", "postgres://")):  # no driver named: psycopg 3, a dependency
@@ -334,6 +342,13 @@ def open_storage(settings: SearchSettings) -> tuple[Any, str]:
         elif "no password supplied" in first:
             first += f"; give it in the URL, {PASSWORD_ENV}, PGPASSWORD or ~/.pgpass (PGPASSFILE)"
         raise ValueError(f"storage: cannot open {shown}: {scrub(first, url, [password or ''])}") from None
+
+
+def _not_a_folder(path: Path, kind: str) -> None:
+    """ValueError if the storage file ``path`` is a folder (the driver's own error says nothing of it, or
+    comes later, as a write failure)."""
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder, not a {kind} file")
 
 
 def _missing_driver(url: str) -> str:
