@@ -19,7 +19,7 @@ from typing import Any
 
 from nas.bounds import MAX_EPOCHS, number, shown
 
-__all__ = ["MAX_LR", "check_optimizer", "check_training"]
+__all__ = ["MAX_LR", "check_training"]
 
 MAX_LR = 100.0  # the largest published rates are LARS's at batch 32k, about 30
 MAX_WEIGHT_DECAY = 10.0  # AdamW uses 0.05-0.3, Lion 3-10x that
@@ -43,7 +43,7 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
 }
 
 
-def check_optimizer(setting: str, name: str) -> None:
+def _check_optimizer(setting: str, name: str) -> None:
     """Refuse in one sentence an optimizer name timm's ``create_optimizer_v2`` would not know."""
     from timm.optim import list_optimizers
 
@@ -55,7 +55,7 @@ def check_optimizer(setting: str, name: str) -> None:
 def check_training(config: Any, label: Callable[[str], str] = str) -> None:
     """Refuse, in one sentence naming the setting (``label(field name)``), a training setting of the
     dataclass ``config`` that training would refuse or that makes no sense: see the module's docstring."""
-    check_optimizer(label("opt"), config.opt)
+    _check_optimizer(label("opt"), config.opt)
     values = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
     for name, (low, high, above) in _BOUNDS.items():
         if values.get(name) is not None:

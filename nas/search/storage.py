@@ -317,8 +317,9 @@ def open_storage(settings: SearchSettings) -> tuple[Any, str]:
                     "journal a search wrote"
                 ) from None
         if url.startswith("sqlite:///"):
-            _not_a_folder(Path(url.removeprefix("sqlite:///")), "database")
-            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+            database = Path(url.removeprefix("sqlite:///"))
+            _not_a_folder(database, "database")
+            database.parent.mkdir(parents=True, exist_ok=True)
         engine_url = url
         if url.startswith(("postgresql://", "postgres://")):  # no driver named: psycopg 3, a dependency
             engine_url = "postgresql+psycopg://" + url.split("://", 1)[1]
