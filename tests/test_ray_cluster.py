@@ -67,6 +67,13 @@ def test_search_job_survives_losing_a_worker_node(ray_head: RayNode, tmp_path: P
                 job.kill()
                 pytest.fail("the search job did not end within 600 s:\n" + ray_head.log())
             if stopped_after is None:
+                # a node whose start failed after it joined (its runtime-env agent lost a port to another
+                # process) leaves one worker: killing that one would leave none, and the job would wait
+                gone = [w for w in workers if w.proc is not None and w.proc.poll() is not None]
+                if gone:
+                    job.kill()
+                    node = gone[0]
+                    pytest.fail(f"worker node {node.name} exited by itself, before the kill:\n{node.log()}")
                 ended = _nodes_of_ended_trials(runs / "job" / "ray_ledger.jsonl")
                 if ended.total() >= 6:  # mid-search
                     lost = max(range(2), key=lambda i: ended[node_ids[i]])
