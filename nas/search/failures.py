@@ -161,15 +161,25 @@ class deadline:  # lower-case: a context manager, like contextlib's
     ) -> None:
         if self._timer is None:
             return
-        with self._lock:
-            self._active = False
-            self._timer.cancel()
-            fired = self._fired
-            if fired and kind is None:  # fired but not delivered yet: take it back, raise it here instead
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread), None)
-        self._redelivery.__exit__(None, None, None)
+        while True:
+            try:
+                fired = self._close()
+                break
+            except TrialTimeout:  # delivered here, before closing took it back: bare, without the message
+                continue  # closing again is harmless, and after it none can come
         if fired and (kind is None or not issubclass(kind, KeyboardInterrupt)):
             raise TrialTimeout(self.message) from None  # whatever the late exception became on its way up
+
+    def _close(self) -> bool:
+        """Stop the timer and the redelivery, take back a TrialTimeout not delivered yet (the block ended
+        between the timer and delivery, or a redelivery sent a second); whether the deadline fired."""
+        with self._lock:
+            self._active = False  # from here no TrialTimeout is sent (``_expire`` checks it)
+            self._timer.cancel()
+            if self._fired:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread), None)
+        self._redelivery.__exit__(None, None, None)
+        return self._fired
 
 
 def _importing(thread: int) -> bool:
