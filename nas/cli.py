@@ -577,6 +577,10 @@ def search(
     if outcome.lost:
         err_console.print(f"[bold red]error:[/] {outcome.lost}", highlight=False, soft_wrap=True)
         raise typer.Exit(1)
+    if outcome.failed:  # the search produced nothing, or its trials fail: a script must not read success
+        if outcome.failed != outcome.stopped:  # a failure streak was printed as it stopped the search
+            err_console.print(f"[bold red]error:[/] {outcome.failed}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
 
 
 def _run_dir(study: str, runs_dir: str) -> Path:

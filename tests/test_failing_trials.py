@@ -23,6 +23,7 @@ from evaluators.proxy import ProxyEvaluator, TrainConfig
 from evaluators.registry import EVALUATORS
 from nas.arch import Arch
 from nas.search import failures
+from nas.search import run as run_module
 from nas.search.constraints import FAILED_IN_A_ROW, Limits, RejectionStreak, SameFailure
 from nas.search.run import run_search
 from nas.search.settings import SearchSettings
@@ -133,6 +134,7 @@ def test_each_kind_of_failure_is_recorded_and_the_search_goes_on(
     assert reasons[3] == f"timeout: TrialTimeout: trial exceeded its {TIMEOUT:g} s timeout"
     assert reasons[4].startswith("error: ValueError: the evaluator failed")
     assert list(table["state"]) == ["COMPLETE"] + ["FAIL"] * 4 + ["COMPLETE"] * 3
+    assert outcome.failed is None  # a search some of whose trials fail has done its job
     complete = table[table["state"] == "COMPLETE"]
     assert complete["top1"].between(0, 100).all() and complete["macs"].gt(0).all()
     # stopped at its deadline (it would have trained for hours), and charged
@@ -175,10 +177,35 @@ def test_a_search_whose_trials_all_fail_the_same_way_stops(
         f"the last {FAILED_IN_A_ROW} trials all failed with the same reason"
     )
     assert "ModuleNotFoundError: No module named 'a_dependency'" in outcome.stopped
+    assert outcome.failed == outcome.stopped  # the search did not do its job: `nas search` exits 1
     # the report is where a user reads why: it lists the failures beside an empty plot
     assert outcome.report is not None and outcome.no_front == "no trial has completed yet"
     assert "No module named &#x27;a_dependency&#x27;" in outcome.report.read_text()
     assert (outcome.run_dir / "pareto.png").stat().st_size > 0
+
+
+def test_nas_search_exits_1_when_no_trial_completed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search whose every trial failed exited 0, whether the budget ran out before the failure streak's
+    end or the streak stopped it: a script (`nas search ... && nas export ...`) read it as success."""
+    from typer.testing import CliRunner
+
+    from nas.cli import app
+
+    monkeypatch.setitem(EVALUATORS, "proxy", replace(EVALUATORS["proxy"], builder=f"{__name__}:build_broken"))
+    args = ["search", "--space", "coatnet", "--no-baselines", "--runs-dir", str(tmp_path)]
+    runner = CliRunner()
+    short = runner.invoke(app, [*args, "--budget", "3trials", "--study", "short"])
+    assert short.exit_code == 1, short.output
+    assert "no trial of the study has completed, 3 failed" in short.output
+    assert (tmp_path / "short" / "report.html").exists()  # written all the same: it lists why
+    streak = runner.invoke(app, [*args, "--budget", "2h", "--study", "streak"])
+    assert streak.exit_code == 1, streak.output
+    assert f"the last {FAILED_IN_A_ROW} trials all failed with the same reason" in streak.output
+    # once a trial completes the study has results: a failure later in a search is no failed search
+    frame = pd.DataFrame({"state": ["FAIL", "COMPLETE", "FAIL"]})
+    assert run_module._all_failed(frame, None) is None
+    assert run_module._all_failed(frame.iloc[[0, 2]], None) == "no trial of the study has completed, 2 failed"
+    assert run_module._all_failed(pd.DataFrame({"state": ["INFEASIBLE"]}), None) is None
 
 
 def test_the_failure_streak_counts_one_reason_in_a_row() -> None:
@@ -214,3 +241,4 @@ def test_a_ray_search_whose_trials_all_fail_the_same_way_stops(tmp_path: Path) -
         f"the last {FAILED_IN_A_ROW} trials all failed with the same reason"
     )
     assert "timeout:" in outcome.stopped
+    assert outcome.failed == outcome.stopped  # the searcher's stop reaches the driver as the kind it is

@@ -58,7 +58,7 @@ _STEP = "__step"  # on a ladder, a promotion's [lineage, rung]
 _REPEAT = "__repeat"  # a suggested architecture the study has a result of: that result (Earlier's fields)
 _RUNNERS: dict[str, TrialRunner] = {}  # this worker process's runner, by its settings
 _LIVE: dict[str, tuple[SearchProgress | None, Session]] = {}  # by study: this session's live view and span
-_STOPPED: dict[str, str] = {}  # by study: why the searcher stopped before the budget ran out
+_STOPPED: dict[str, NothingFeasible] = {}  # by study: why the searcher stopped before the budget ran out
 
 
 def _settings_dict(settings: SearchSettings) -> dict[str, Any]:
@@ -342,7 +342,8 @@ class BudgetedSearcher(Searcher):
         try:
             self.streak.add(record.rejected, record.metrics, record.repeat_of is not None, record.reason)
         except NothingFeasible as stop:
-            self.stopped = _STOPPED[self.view] = str(stop)
+            self.stopped = str(stop)
+            _STOPPED[self.view] = stop  # raised again by the driver, as the kind it is
 
     def save(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "wb") as f:
@@ -599,7 +600,7 @@ def _fit(settings: SearchSettings, exp: Path, gpus: float, progress: SearchProgr
     finally:
         _LIVE.pop(settings.study_name, None)
     if settings.study_name in _STOPPED:
-        raise NothingFeasible(_STOPPED.pop(settings.study_name))
+        raise _STOPPED.pop(settings.study_name)
     return grid
 
 

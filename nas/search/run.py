@@ -20,7 +20,7 @@ from rich.console import Console
 
 from nas.option_names import option
 from nas.search import stopping
-from nas.search.constraints import NothingFeasible
+from nas.search.constraints import NothingFeasible, SameFailure
 from nas.search.failures import WriteFailed, write_failure
 from nas.search.settings import SearchSettings
 from nas.search.study_file import StudyFileLost
@@ -35,6 +35,7 @@ class SearchOutcome:
     manifest: Path
     interrupted: bool = False
     stopped: str | None = None  # why the search stopped before its budget ran out (nothing feasible)
+    failed: str | None = None  # why the search did not do its job: a failure streak, or no trial completed
     lost: str | None = None  # the study's file was removed mid-search (restored, or saved beside it)
     report: Path | None = None  # None when the study has no trial yet
     ran: int | None = None  # trials this process ran (Optuna; several workers share one study)
@@ -74,7 +75,7 @@ def _run_search(settings: SearchSettings, console: Console | None) -> SearchOutc
     started = datetime.now(UTC).isoformat(timespec="seconds")
     begin = time.perf_counter()
     interrupted = False
-    stopped = lost = None
+    stopped = lost = failed = None
     ran = None
     progress = SearchProgress(title, objectives, console, settings.top_rung)
     try:
@@ -96,7 +97,8 @@ def _run_search(settings: SearchSettings, console: Console | None) -> SearchOutc
         )
     except NothingFeasible as stop:
         stopped = str(stop)
-        console.print(f"[yellow]stopped[/]: {stopped}", highlight=False)
+        failed = stopped if isinstance(stop, SameFailure) else None
+        console.print(f"[{'bold red' if failed else 'yellow'}]stopped[/]: {stopped}", highlight=False)
     except StudyFileLost as gone:
         if not gone.restored:
             raise  # saved beside a file that now lies at the path: no study to read the table from
@@ -135,10 +137,32 @@ def _run_search(settings: SearchSettings, console: Console | None) -> SearchOutc
     from results.store import why_no_front
 
     no_front = None if front else why_no_front(frame, settings.top_rung)
+    failed = failed or _all_failed(frame, report)
     signum = stopping.received() if interrupted else None
     return SearchOutcome(
-        settings.run_dir, frame, manifest, interrupted, stopped, lost, report, ran, signum, front, no_front
+        settings.run_dir,
+        frame,
+        manifest,
+        interrupted=interrupted,
+        stopped=stopped,
+        failed=failed,
+        lost=lost,
+        report=report,
+        ran=ran,
+        signum=signum,
+        front=front,
+        no_front=no_front,
     )
+
+
+def _all_failed(frame: pd.DataFrame, report: Path | None) -> str | None:
+    """The sentence for a study none of whose trials completed and some failed (None otherwise): a search
+    that produced nothing, which the CLI's exit status says."""
+    states = frame["state"].tolist() if len(frame) else []
+    if "COMPLETE" in states or "FAIL" not in states:
+        return None
+    where = f": {report} lists why" if report is not None else ""
+    return f"no trial of the study has completed, {states.count('FAIL')} failed{where}"
 
 
 def _collect(settings: SearchSettings) -> tuple[pd.DataFrame, str, Any]:
