@@ -3,15 +3,68 @@ server by the signal it shuts down cleanly on, and the processes a server starte
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 from pathlib import Path
 
+# Ports are handed out from a block of this process's own, below the kernel's ephemeral range (where every
+# port 0 bind lands, a local Ray's components' included) and above Ray's default worker ports (10002-19999):
+# a port the kernel picked as free could be taken by another xdist process's Ray before this test's server
+# bound it (seen: a test node's runtime-env agent failed to start on a port conflict).
+_BLOCK = 1000
+_FIRST = 20000
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _block() -> range:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    low = _FIRST + _BLOCK * (int(worker) if worker.isdigit() else 0)
+    return range(low, min(low + _BLOCK, _ephemeral_low()))
+
+
+_next = [0]
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("", port))  # every interface: a server on 127.0.0.1 only would fail it too
+        except OSError:
+            return False
+    return True
+
+
+def free_ports(count: int) -> int:
+    """The first of ``count`` consecutive ports, each free now, from this process's block (wrapping round:
+    the servers of earlier tests have stopped by then); from the kernel where the block is too small."""
+    block = _block()
+    for _ in range(len(block)):
+        first = block.start + _next[0] % len(block)
+        _next[0] = (_next[0] + 1) % len(block)
+        if first + count > block.stop:
+            continue
+        if all(_bindable(port) for port in range(first, first + count)):
+            _next[0] = (first + count - block.start) % len(block)
+            return first
+    for _ in range(100):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            first = sock.getsockname()[1]
+        if all(_bindable(port) for port in range(first, first + count)):
+            return first
+    raise RuntimeError(f"no {count} consecutive free ports found")
+
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A localhost port free now, that no other test process hands out."""
+    return free_ports(1)
 
 
 def stop(proc: subprocess.Popen | None, sig: int, timeout: float = 60) -> None:

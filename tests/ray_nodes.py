@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from processes import free_port, stop
+from processes import free_port, free_ports, stop
 
 RAY = str(Path(sys.executable).with_name("ray"))
 
@@ -79,12 +79,8 @@ class RayNode:
         }
         if self.join is None:
             named["ray-client-server-port"] = free_port()
-        taken = {*named.values(), self.gcs_port, self.dashboard_port}
-        # the workers' range must hold none of the others (Ray refuses to start, "used by other components";
-        # free ports picked one after another are often close together)
-        worker_low = free_port()
-        while taken & set(range(worker_low, worker_low + 41)):
-            worker_low = free_port()
+        # the workers' range holds none of the others (Ray refuses to start, "used by other components")
+        worker_low = free_ports(41)
         ports = [f"--{option}={port}" for option, port in named.items()]
         ports += [f"--min-worker-port={worker_low}", f"--max-worker-port={worker_low + 40}"]
         if self.join is None:

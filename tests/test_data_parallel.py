@@ -5,7 +5,6 @@ process on the whole batch, and leave unused parameters without a gradient."""
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
+from processes import free_port
 
 from evaluators.data_parallel import Shard
 from evaluators.global_batchnorm import GlobalBatchNorm2d, use_global_batchnorm
@@ -74,15 +74,9 @@ def _worker(rank: int, port: int, folder: str) -> None:
         dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_two_gloo_processes_step_as_one(tmp_path: Path) -> None:
     # spawn, not fork: a fork after another test imported Ray (whose threads hold locks) can hang the children
-    mp.start_processes(_worker, args=(_free_port(), str(tmp_path)), nprocs=2, start_method="spawn")
+    mp.start_processes(_worker, args=(free_port(), str(tmp_path)), nprocs=2, start_method="spawn")
     net = _net()
     x, target = _batch()
     loss = _step(net, x, target, None)
