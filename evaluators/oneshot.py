@@ -28,6 +28,7 @@ import contextlib
 import dataclasses
 import math
 import random
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ from evaluators.hyperparams import check_training
 from evaluators.proxy import TrainingDiverged, forked_rng
 from evaluators.steps import backward, update, validate
 from nas.arch import Arch
+from nas.atomic import Held, sole
 from nas.create import save_model, weights_name
 from nas.supernet import Supernet
 from search_spaces.base import ProxyProfile, RandomTrial, SearchSpace
@@ -63,6 +65,7 @@ _KEYS = (
     "train_loss",
 )  # fmt: skip
 _REMEDY = "move it away or use another run directory (--study)"
+_WAIT_SECONDS = 1.0  # how often a process waiting for another's supernet training looks again
 
 
 @dataclass(frozen=True)
@@ -230,6 +233,7 @@ class OneShotEvaluator:
         self.amp_dtype = amp_dtype(self.device) if dtype == torch.float32 else None
         self.trained = False
         self.info: dict[str, Any] = {}
+        self.waited_seconds = 0.0  # train() waited this long for another process training this supernet
 
     # ------------------------------------------------------------------------------------------ training
 
@@ -259,7 +263,43 @@ class OneShotEvaluator:
         """Train the supernet (or resume / load it from the checkpoint); returns ``train_seconds`` (this
         call's and all calls' so far), ``epochs``, ``steps``, ``images`` (path-images trained),
         ``train_loss`` and ``workers``. ``report(epoch, metrics)`` is called after every epoch; with
-        ``workers`` > 1 the epochs run in Ray Train's workers, so no ``report`` is taken."""
+        ``workers`` > 1 the epochs run in Ray Train's workers, so no ``report`` is taken.
+
+        One process at a time trains a run directory's supernet: another that holds it (a second session
+        of the study in another terminal, or on another machine sharing the folder) is waited for, then its
+        checkpoint is loaded or continued; :attr:`waited_seconds` says how long, which is not this
+        process's work."""
+        with self._alone():
+            info = self._train(report)
+        info["waited_seconds"] = self.waited_seconds
+        self.info = info
+        return dict(info)
+
+    @contextlib.contextmanager
+    def _alone(self) -> Iterator[None]:
+        """Hold the supernet's lock (``supernet.pt.lock``) inside, first waiting while another process holds
+        it (:attr:`waited_seconds`)."""
+        start, told = time.perf_counter(), False
+        if self.checkpoint is not None:
+            self.checkpoint.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.ExitStack() as stack:
+            while self.checkpoint is not None:
+                try:
+                    stack.enter_context(sole(self.checkpoint.with_name(self.checkpoint.name + ".lock")))
+                    break
+                except Held as held:
+                    if not told:
+                        print(
+                            f"waiting for the supernet {self.checkpoint} that {held.holder} is training; "
+                            "this process goes on from its checkpoint",
+                            file=sys.stderr,
+                        )
+                        told = True
+                    time.sleep(_WAIT_SECONDS)
+            self.waited_seconds = time.perf_counter() - start if told else 0.0
+            yield
+
+    def _train(self, report: Report | None) -> dict[str, Any]:
         state = self._load_checkpoint()
         spent = float(state["train_seconds"]) if state is not None else 0.0
         if self.workers > 1 and (state is None or int(state["epoch"]) < self.config.epochs):
@@ -273,8 +313,7 @@ class OneShotEvaluator:
         info = self.fit(state, report)
         info["train_seconds_this_call"] = info["train_seconds"] - spent
         info["workers"] = self.workers
-        self.info = info
-        return dict(info)
+        return info
 
     def fit(
         self,

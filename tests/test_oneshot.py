@@ -3,15 +3,22 @@ epoch, resumes bit-for-bit, refuses a checkpoint of other settings and scores ar
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import random
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
+from evaluators import oneshot
 from evaluators.data import DataSplit, load_dataset
 from evaluators.oneshot import OneShotConfig, OneShotEvaluator, _ExtremeTrial
+from nas.atomic import Held
 from search_spaces import get_space
 from search_spaces.base import ProxyProfile
 
@@ -67,6 +74,48 @@ def test_resume_after_an_interruption_equals_an_uninterrupted_run(fashion: DataS
     assert info["steps"] == whole.info["steps"]
     for (name, a), b in zip(
         whole.supernet.state_dict().items(), resumed.supernet.state_dict().values(), strict=True
+    ):
+        torch.testing.assert_close(a, b, atol=0, rtol=0, msg=name)
+
+
+def test_a_second_process_waits_for_the_supernet_another_trains(
+    fashion: DataSplit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two sessions of one study (two terminals, or machines sharing the folder) each trained the supernet
+    from scratch at once, each charged for it. The second now waits for the first's, then loads it. (One
+    ``flock`` per open file, so two threads of this process contend as two processes do.)"""
+    blocked, sole = threading.Event(), oneshot.sole
+
+    @contextlib.contextmanager
+    def sole_noting_a_wait(path: Path) -> Iterator[None]:
+        try:
+            with sole(path):
+                yield
+        except Held:
+            blocked.set()
+            raise
+
+    def wait_for_the_second(epoch: int, metrics: dict[str, float]) -> None:
+        if epoch == 1:  # the first holds the supernet until the second has found it held
+            assert blocked.wait(60)
+
+    monkeypatch.setattr(oneshot, "_WAIT_SECONDS", 0.05)
+    first, second = _evaluator(fashion, tmp_path), _evaluator(fashion, tmp_path)
+    results: dict[str, Any] = {}
+    trainer = threading.Thread(target=lambda: results.update(first=first.train(report=wait_for_the_second)))
+    trainer.start()
+    with monkeypatch.context() as patch:
+        while not (tmp_path / "supernet.pt.lock").exists() and trainer.is_alive():
+            time.sleep(0.01)
+        patch.setattr(oneshot, "sole", sole_noting_a_wait)
+        results["second"] = second.train()
+    trainer.join()
+    assert results["first"]["train_seconds_this_call"] > 0 and results["first"]["waited_seconds"] == 0
+    assert results["second"]["train_seconds_this_call"] == 0  # loaded, not trained again
+    assert results["second"]["waited_seconds"] > 0 and second.waited_seconds > 0
+    assert "waiting for the supernet" in capsys.readouterr().err
+    for (name, a), b in zip(
+        first.supernet.state_dict().items(), second.supernet.state_dict().values(), strict=True
     ):
         torch.testing.assert_close(a, b, atol=0, rtol=0, msg=name)
 

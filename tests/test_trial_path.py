@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,26 @@ def test_an_objective_declared_but_not_reported_fails_the_trial_with_the_reason(
     settings = cheap_settings(tmp_path, evaluator="forgetful", objectives=("top1:max", "macs"))
     record = run_trial(TrialRunner(settings), lambda: get_space("sasa").sample_random(1), number=0)
     assert record.reason == "error: RuntimeError: the forgetful evaluator declares top1 but reported None"
+
+
+def test_set_up_spent_waiting_for_another_session_is_not_charged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A one-shot session that waited for another's supernet (evaluators/oneshot.py) was charged the wait,
+    so the supernet's training counted twice on the study's budget."""
+
+    class Waited:
+        waited_seconds = 0.4  # of the 0.5 s its set-up took
+
+    def build(self: EvaluatorSpec, config: Any, **_: Any) -> Waited:
+        time.sleep(0.5)
+        return Waited()
+
+    spec = EvaluatorSpec("waits", "waits", frozenset({"top1"}), builder="builtins:object", needs_setup=True)
+    monkeypatch.setitem(EVALUATORS, "waits", spec)
+    monkeypatch.setattr(EvaluatorSpec, "build", build)
+    cost = TrialRunner(cheap_settings(tmp_path, evaluator="waits", objectives=("top1:max",))).prepare()
+    assert cost is not None and cost.overhead and 0.1 - 0.05 <= cost.seconds < 0.1 + 0.3
 
 
 def test_the_manifest_records_the_evaluator_config_the_trials_ran_with(tmp_path: Path) -> None:

@@ -286,7 +286,9 @@ class TrialRunner:
             return None
         workers = self.supernet_workers
         label = f"{self.spec.name} set-up" + (f" ({workers} workers)" if workers > 1 else "")
-        return self.cost(time.perf_counter() - start, label=label, overhead=True, workers=workers)
+        # waiting for another session that trains the same supernet is that session's cost, not this one's
+        seconds = time.perf_counter() - start - getattr(self._evaluator, "waited_seconds", 0.0)
+        return self.cost(seconds, label=label, overhead=True, workers=workers)
 
     @property
     def latency_table(self) -> Any:
