@@ -560,16 +560,16 @@ def search(
     states = outcome.trials["state"].value_counts() if len(outcome.trials) else {}
     done, rejected = int(states.get("COMPLETE", 0)), int(states.get("INFEASIBLE", 0))
     repeats = int(states.get("REPEAT", 0))
-    also = f", {rejected} samples rejected over the limits" if rejected else ""
-    also += f", {repeats} repeated architectures answered from the study" if repeats else ""
-    console.print(f"{done} trials complete{also}; trials table: {outcome.run_dir / 'trials.csv'}")
+    also = f", {_count(rejected, 'sample')} rejected over the limits" if rejected else ""
+    also += f", {_count(repeats, 'repeated architecture')} answered from the study" if repeats else ""
+    console.print(f"{_count(done, 'trial')} complete{also}; trials table: {outcome.run_dir / 'trials.csv'}")
     if outcome.ran is not None:
-        console.print(f"this worker ran {outcome.ran} trials")
+        console.print(f"this worker ran {_count(outcome.ran, 'trial')}")
     console.print(f"manifest: {outcome.manifest}")
     if outcome.report is not None:
         console.print(f"report: {outcome.report}")
     if outcome.front:
-        console.print(f"front: {outcome.front} architectures ({outcome.run_dir / 'pareto.csv'})")
+        console.print(f"front: {_count(outcome.front, 'architecture')} ({outcome.run_dir / 'pareto.csv'})")
     elif outcome.no_front:
         console.print(f"[yellow]the front is empty[/]: {outcome.no_front}", highlight=False)
     if outcome.interrupted:
@@ -581,6 +581,10 @@ def search(
         if outcome.failed != outcome.stopped:  # a failure streak was printed as it stopped the search
             err_console.print(f"[bold red]error:[/] {outcome.failed}", highlight=False, soft_wrap=True)
         raise typer.Exit(1)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _run_dir(study: str, runs_dir: str) -> Path:

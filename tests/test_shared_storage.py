@@ -60,7 +60,7 @@ def _run_workers(runs: Path, storage: str, count: int) -> list[int]:
     for proc in workers:
         output, _ = proc.communicate(timeout=600)
         assert proc.returncode == 0, output[-3000:]
-        ran.append(int(re.search(r"this worker ran (\d+) trials", output).group(1)))
+        ran.append(int(re.search(r"this worker ran (\d+) trials?", output).group(1)))
     return ran
 
 
