@@ -658,11 +658,11 @@ def train(
     profile: Annotated[
         str | None, typer.Option(help="cpu | gpu | full. \\[default: full with CUDA, else cpu]")
     ] = None,
-    epochs: int = 10,
-    batch_size: int = 64,
+    epochs: Annotated[int, typer.Option(help="Passes over the training images.")] = 10,
+    batch_size: Annotated[int, typer.Option(help="Images per step.")] = 64,
     train_samples: Annotated[int | None, typer.Option(help="Training images used (default: all).")] = None,
     lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = 1e-3,
-    seed: int = 0,
+    seed: Annotated[int, typer.Option(help="Seed of the weights, the data split and order.")] = 0,
     out: Annotated[str | None, typer.Option(help="Run folder. \\[default: runs/train/<arch file>]")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out.")] = False,
     recipe: Annotated[

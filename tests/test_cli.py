@@ -152,6 +152,7 @@ def test_every_option_help_is_shown_whole(name: str) -> None:
     lines = _help_lines([name])
     for param in COMMANDS[name].params:
         text = getattr(param, "help", None)
+        assert text or param.param_type_name != "option", f"{name} --{param.name} has no help"
         if text:
             shown = _one_line(text.replace("\\[", "["))
             assert any(shown in line for line in lines), f"{name} {param.name}: {shown!r} is not shown whole"
