@@ -583,6 +583,24 @@ def search(
         raise typer.Exit(1)
 
 
+def _refresh(run_dir: Path) -> None:
+    """Bring a study's trials table up to date from its storage (a search writes it as a session ends, so a
+    running study's is behind); where the study cannot be read, say so and go on with the table."""
+    if not (run_dir / "manifest.json").exists():
+        return  # not a run directory: the command says so in its own words
+    from nas.search.run import refresh_trials
+
+    try:
+        refresh_trials(run_dir)
+    except (ValueError, OSError) as why:
+        err_console.print(
+            f"[yellow]note[/]: the trials table is read as the search last wrote it, not from the study: "
+            f"{why}",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
@@ -607,7 +625,9 @@ def report(
     with _user_errors():
         from results.report import write_report
 
-        path = write_report(_run_dir(study, runs_dir))
+        run_dir = _run_dir(study, runs_dir)
+        _refresh(run_dir)
+        path = write_report(run_dir)
     console.print(f"report: {path}")
 
 
@@ -636,6 +656,7 @@ def export(
         from results.export import export_trials
 
         run_dir = _run_dir(study, runs_dir)
+        _refresh(run_dir)
         written = export_trials(run_dir, out or run_dir / "export", trials=trial or None, fmt=fmt)
     for folder in written:  # each folder holds exactly what this export wrote (built complete, then renamed)
         for path in sorted(folder.iterdir()):

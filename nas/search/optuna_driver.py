@@ -28,8 +28,7 @@ from __future__ import annotations
 import contextlib
 import time
 import warnings
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import optuna
@@ -46,7 +45,7 @@ from nas.search.liveness import Heartbeat, enqueue_rerun, fail_lost_trials
 from nas.search.progress import SearchProgress
 from nas.search.samplers import make_sampler, on_rung_zero, sampler_seed
 from nas.search.settings import SearchSettings
-from nas.search.storage import batched_writes, open_storage, storage_url
+from nas.search.storage import batched_writes, open_storage, storage_file, storage_url
 from nas.search.study_file import StudyFile
 from nas.search.terms import check_terms, study_terms
 from nas.search.trial import Earlier, Known, TrialRecord, TrialRunner, run_trial
@@ -73,7 +72,7 @@ def open_study(
     ``resume`` (or a second worker), and ``resume`` needs an existing study (a mistyped name must not start
     a new one). The sampler is ``worker``'s in ``session`` (see :func:`~nas.search.samplers.sampler_seed`)."""
     where = storage_url(settings)
-    local = _storage_file(where)
+    local = storage_file(where)
     if create and settings.resume and local is not None and not local.exists():  # opening would create it
         if settings.storage and not local.parent.is_dir():
             raise ValueError(f"storage: cannot open {where}: there is no folder {local.parent}")
@@ -110,15 +109,6 @@ def open_study(
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names([o.name for o in settings.parsed_objectives])
     return study, url, storage
-
-
-def _storage_file(url: str) -> Path | None:
-    """The local file a SQLite or journal storage keeps (opening it creates it), None for a server's."""
-    if url.startswith("journal:") or url.endswith(".log"):
-        return Path(url.removeprefix("journal:")).expanduser()
-    if url.startswith("sqlite:///") and ":memory:" not in url:
-        return Path(url.removeprefix("sqlite:///"))
-    return None
 
 
 def _seed(settings: SearchSettings, worker: int, session: Session | None) -> int:
@@ -415,14 +405,20 @@ def worker_loop(
         watch.close()
 
 
-def run_optuna(settings: SearchSettings, progress: SearchProgress | None = None) -> int:
+def run_optuna(
+    settings: SearchSettings,
+    progress: SearchProgress | None = None,
+    started: Callable[[str], None] | None = None,
+) -> int:
     """The whole search: open or resume the study, enqueue baselines, do the evaluator's set-up once (a
     one-shot supernet, charged as overhead), run the workers until the budget is spent; returns the number
     of trials this process's workers ran. Extra workers (``settings.workers`` > 1) run as processes on this
     machine against the same storage; workers on other machines join by running the same command with
-    ``--resume``."""
+    ``--resume``. ``started(url)`` is called once the study is open (the storage's URL, as shown)."""
     session = Session()
-    study, _, storage = open_study(settings, create=True, session=session)
+    study, url, storage = open_study(settings, create=True, session=session)
+    if started is not None:
+        started(url)
     runner = TrialRunner(settings)
     if settings.baselines:
         _enqueue_baselines(study, settings)

@@ -32,6 +32,7 @@ import math
 import os
 import pickle
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -509,14 +510,19 @@ def _start_session(settings: SearchSettings, gpus: float) -> None:
             _append(path, {"overhead": cost})
 
 
-def run_ray(settings: SearchSettings, progress: SearchProgress | None = None) -> Any:
-    """Run (or, with ``resume``, restore and continue) the Ray Tune search; returns the ``ResultGrid``."""
+def run_ray(
+    settings: SearchSettings,
+    progress: SearchProgress | None = None,
+    started: Callable[[str], None] | None = None,
+) -> Any:
+    """Run (or, with ``resume``, restore and continue) the Ray Tune search; returns the ``ResultGrid``.
+    ``started(path)`` is called once the session is recorded in the ledger (the experiment's path)."""
     _check_experiment(settings)  # refused before anything is made, Ray started or the folder locked
     settings.run_dir.mkdir(parents=True, exist_ok=True)
     try:
         with sole(settings.run_dir / SESSION_LOCK):
             _check_experiment(settings)  # a session that ended since the check above may have started it
-            return _run_ray(settings, progress)
+            return _run_ray(settings, progress, started)
     except Held as held:
         raise ValueError(
             f"study {settings.study_name!r} is being searched by another Ray session ({held.holder}); a Ray "
@@ -544,7 +550,9 @@ def _check_experiment(settings: SearchSettings) -> None:
         check_terms(settings.study_name, read_ledger(ledger_path(settings)).terms, study_terms(settings))
 
 
-def _run_ray(settings: SearchSettings, progress: SearchProgress | None) -> Any:
+def _run_ray(
+    settings: SearchSettings, progress: SearchProgress | None, started: Callable[[str], None] | None
+) -> Any:
     exp = experiment_dir(settings)
     session = _init_ray(settings)  # joined before the stale ledger goes: an unreachable cluster keeps it
     # a local Ray's processes end with this search: on its way out by ray.shutdown(), and if it is killed
@@ -554,7 +562,7 @@ def _run_ray(settings: SearchSettings, progress: SearchProgress | None) -> Any:
         if not settings.resume:
             ledger_path(settings).unlink(missing_ok=True)  # left by a search that never reached a trial
         gpus = trial_gpus(settings)  # the budget's device was checked against it (nas.search.preflight)
-        return _fit(settings, exp, gpus, progress)
+        return _fit(settings, exp, gpus, progress, started)
     finally:
         if session:
             import ray
@@ -563,7 +571,13 @@ def _run_ray(settings: SearchSettings, progress: SearchProgress | None) -> Any:
             ray_watchdog.stop(watchdog)
 
 
-def _fit(settings: SearchSettings, exp: Path, gpus: float, progress: SearchProgress | None) -> Any:
+def _fit(
+    settings: SearchSettings,
+    exp: Path,
+    gpus: float,
+    progress: SearchProgress | None,
+    started: Callable[[str], None] | None,
+) -> Any:
     from ray import tune
 
     _LIVE[settings.study_name] = (
@@ -573,6 +587,8 @@ def _fit(settings: SearchSettings, exp: Path, gpus: float, progress: SearchProgr
     if settings.resume and progress is not None:  # the whole study's front, earlier sessions' included
         progress.add_rows(collect_ray(settings)[0].to_dict("records"))
     _start_session(settings, gpus)
+    if started is not None:
+        started(str(exp))
     trainable = tune.with_resources(
         tune.with_parameters(ray_trial, settings=_settings_dict(settings)),
         {"cpu": settings.cpus_per_trial, "gpu": gpus},

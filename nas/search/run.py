@@ -8,6 +8,7 @@ SIGTERM, an error), writes ``runs/<study>/manifest.json`` and the trials table (
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import Any
 import pandas as pd
 from rich.console import Console
 
+from nas.atomic import locked
 from nas.option_names import option
 from nas.search import stopping
 from nas.search.constraints import NothingFeasible, SameFailure
@@ -25,7 +27,9 @@ from nas.search.failures import WriteFailed, write_failure
 from nas.search.settings import SearchSettings
 from nas.search.study_file import StudyFileLost
 
-__all__ = ["SearchOutcome", "run_search"]
+__all__ = ["SearchOutcome", "refresh_trials", "run_search"]
+
+TABLE_LOCK = ".trials"  # held (as .trials.lock) while the trials table is read from the study and written
 
 
 @dataclass
@@ -73,7 +77,20 @@ def _run_search(settings: SearchSettings, console: Console | None) -> SearchOutc
     objectives = settings.parsed_objectives
     title = f"{settings.study_name} ({settings.space}, {settings.evaluator}, {settings.backend})"
     started = datetime.now(UTC).isoformat(timespec="seconds")
+    session_id = uuid.uuid4().hex[:8]
     begin = time.perf_counter()
+
+    def first_manifest(storage: str) -> None:
+        """A first session's manifest, written as soon as its study exists: `nas report` reads a running
+        study by it, and a session killed outright leaves it. A resumed study keeps its last session's
+        until this one ends."""
+        if not (settings.run_dir / "manifest.json").exists():
+            from nas.search.manifest import write_manifest
+
+            given = {"given": settings.budget, "spent": None}
+            session = {"id": session_id, "started": started}
+            write_manifest(settings, storage=storage, budget=given, data=data, trials={}, session=session)
+
     interrupted = False
     stopped = lost = failed = None
     ran = None
@@ -83,11 +100,11 @@ def _run_search(settings: SearchSettings, console: Console | None) -> SearchOutc
             if settings.backend == "optuna":
                 from nas.search.optuna_driver import run_optuna
 
-                ran = run_optuna(settings, progress)
+                ran = run_optuna(settings, progress, first_manifest)
             else:
                 from nas.search.ray_driver import run_ray
 
-                run_ray(settings, progress)
+                run_ray(settings, progress, first_manifest)
         # a signal that came while the helpers finished (after this worker's last trial) stopped them
         interrupted = stopping.received() is not None
     except KeyboardInterrupt:
@@ -103,31 +120,31 @@ def _run_search(settings: SearchSettings, console: Console | None) -> SearchOutc
         if not gone.restored:
             raise  # saved beside a file that now lies at the path: no study to read the table from
         lost = str(gone)  # the table, manifest and report are written from the restored study
-    frame, storage, tracker = _collect(settings)
     from nas.search.manifest import write_manifest
+    from results.export import prune_weights
     from results.store import save_trials
 
-    save_trials(frame, settings.run_dir)
-    from results.export import prune_weights
-
-    # only the front's networks stay
-    prune_weights(settings.run_dir, frame, [str(o) for o in objectives], settings.top_rung)
-    counts = {str(k): int(v) for k, v in frame["state"].value_counts().items()} if len(frame) else {}
-    manifest = write_manifest(
-        settings,
-        storage=storage,
-        budget={"given": settings.budget, "spent": tracker.to_dict() if tracker else None},
-        data=data,
-        trials=counts,
-        session={
-            "id": uuid.uuid4().hex[:8],
-            "started": started,
-            "seconds": time.perf_counter() - begin,
-            "interrupted": interrupted,
-            "stopped": stopped,
-            "lost": lost,
-        },
-    )
+    with locked(settings.run_dir / TABLE_LOCK):  # a `nas report` reading the study meanwhile writes first
+        frame, storage, tracker = _collect(settings)
+        save_trials(frame, settings.run_dir)
+        # only the front's networks stay
+        prune_weights(settings.run_dir, frame, [str(o) for o in objectives], settings.top_rung)
+        counts = {str(k): int(v) for k, v in frame["state"].value_counts().items()} if len(frame) else {}
+        manifest = write_manifest(
+            settings,
+            storage=storage,
+            budget={"given": settings.budget, "spent": tracker.to_dict() if tracker else None},
+            data=data,
+            trials=counts,
+            session={
+                "id": session_id,
+                "started": started,
+                "seconds": time.perf_counter() - begin,
+                "interrupted": interrupted,
+                "stopped": stopped,
+                "lost": lost,
+            },
+        )
     report, front = None, 0
     if len(frame):  # with no trial completed, the report lists why each failed
         from results.report import write_report
@@ -163,6 +180,51 @@ def _all_failed(frame: pd.DataFrame, report: Path | None) -> str | None:
         return None
     where = f": {report} lists why" if report is not None else ""
     return f"no trial of the study has completed, {states.count('FAIL')} failed{where}"
+
+
+def refresh_trials(run_dir: str | Path) -> None:
+    """Rewrite ``run_dir``'s trials table, and its manifest's budget spent, from the study's storage, as
+    ``nas report`` and ``nas export`` do before they read them: a search writes its table only as a session
+    ends, so a running study's (or one whose session was killed outright) is behind. ValueError in one
+    sentence when the study cannot be read there; the table is then left as it is."""
+    from nas.search.manifest import update_manifest
+    from results.store import save_trials
+
+    run_dir = Path(run_dir)
+    settings = _settings_of(run_dir)
+    with locked(run_dir / TABLE_LOCK):  # the search's own end, meanwhile, writes after this or before it
+        frame, _, tracker = _collect(settings)
+        save_trials(frame, run_dir)
+        if tracker is not None:
+            spent = tracker.to_dict()
+            update_manifest(run_dir, lambda manifest: manifest.setdefault("budget", {}).update(spent=spent))
+
+
+def _settings_of(run_dir: Path) -> SearchSettings:
+    """The settings a run directory's manifest records, resumed, to open its study read-only (ValueError
+    in one sentence where they cannot be used)."""
+    from nas.search.credentials import MASK, split_password
+    from nas.search.manifest import read_manifest
+    from nas.search.ray_driver import ledger_path
+    from nas.search.storage import storage_file, storage_url
+
+    values = read_manifest(run_dir).get("settings")
+    if not isinstance(values, dict):
+        raise ValueError(f"{run_dir / 'manifest.json'} records no settings")
+    names = {f.name for f in dataclasses.fields(SearchSettings)} - {"extra", "runs_dir", "resume", "repair"}
+    values = {name: value for name, value in values.items() if name in names}
+    if MASK in str(values.get("storage") or ""):  # the password is not kept: it comes as on a resume
+        values["storage"] = split_password(values["storage"])[0]
+    try:
+        settings = SearchSettings(**values, runs_dir=str(run_dir.parent), resume=True)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"its manifest's settings cannot be used ({str(err).splitlines()[0]})") from None
+    if settings.run_dir.resolve() != run_dir.resolve():
+        raise ValueError(f"the folder was renamed from {settings.study_name!r}")
+    local = ledger_path(settings) if settings.backend == "ray" else storage_file(storage_url(settings))
+    if local is not None and not local.exists():  # opening the storage would make an empty one
+        raise ValueError(f"its study is not there ({local} is missing)")
+    return settings
 
 
 def _collect(settings: SearchSettings) -> tuple[pd.DataFrame, str, Any]:

@@ -43,6 +43,15 @@ def storage_url(settings: SearchSettings) -> str:
     return f"sqlite:///{(settings.run_dir / 'study.db').resolve()}"
 
 
+def storage_file(url: str) -> Path | None:
+    """The local file a SQLite or journal storage keeps (opening it creates it), None for a server's."""
+    if url.startswith("journal:") or url.endswith(".log"):
+        return Path(url.removeprefix("journal:")).expanduser()
+    if url.startswith("sqlite:///") and ":memory:" not in url:
+        return Path(url.removeprefix("sqlite:///"))
+    return None
+
+
 class BatchedRDBStorage(optuna.storages.RDBStorage):
     """Optuna's RDB storage whose parameter and user-attribute writes, made by one thread inside
     :meth:`batched`, are committed together when the block ends (in one transaction: all or none). Other
