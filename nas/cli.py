@@ -583,18 +583,25 @@ def search(
         raise typer.Exit(1)
 
 
-def _refresh(run_dir: Path) -> None:
+def _refresh(run_dir: Path) -> str | None:
     """Bring a study's trials table up to date from its storage (a search writes it as a session ends, so a
-    running study's is behind); where the study cannot be read, say so and go on with the table."""
+    running study's is behind); where the study cannot be read, why (the command goes on with the table
+    and, once it has done its work, says so: a command that fails says only why it failed)."""
     if not (run_dir / "manifest.json").exists():
-        return  # not a run directory: the command says so in its own words
+        return None  # not a run directory: the command says so in its own words
     from nas.search.run import refresh_trials
 
     try:
         refresh_trials(run_dir)
     except (ValueError, OSError) as why:
+        return str(why)
+    return None
+
+
+def _say_behind(why: str | None) -> None:
+    if why is not None:
         err_console.print(
-            f"[yellow]note[/]: the trials table is read as the search last wrote it, not from the study: "
+            f"[yellow]note[/]: the trials table was read as the search last wrote it, not from the study: "
             f"{why}",
             highlight=False,
             soft_wrap=True,
@@ -626,8 +633,9 @@ def report(
         from results.report import write_report
 
         run_dir = _run_dir(study, runs_dir)
-        _refresh(run_dir)
+        behind = _refresh(run_dir)
         path = write_report(run_dir)
+    _say_behind(behind)
     console.print(f"report: {path}")
 
 
@@ -656,8 +664,9 @@ def export(
         from results.export import export_trials
 
         run_dir = _run_dir(study, runs_dir)
-        _refresh(run_dir)
+        behind = _refresh(run_dir)
         written = export_trials(run_dir, out or run_dir / "export", trials=trial or None, fmt=fmt)
+    _say_behind(behind)
     for folder in written:  # each folder holds exactly what this export wrote (built complete, then renamed)
         for path in sorted(folder.iterdir()):
             console.print(str(path), highlight=False, soft_wrap=True)

@@ -69,7 +69,7 @@ def test_a_running_first_session_is_read_from_its_study(
         (outcome.run_dir / name).unlink(missing_ok=True)
     result = CliRunner().invoke(app, ["report", "t", "--runs-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert "the trials table is read as the search last wrote it" in result.output
+    assert "the trials table was read as the search last wrote it" in result.output
     assert "study.db is missing" in result.output
     assert not (outcome.run_dir / "study.db").exists()  # not made empty by opening it
 

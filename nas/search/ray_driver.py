@@ -487,15 +487,17 @@ def _init_ray(settings: SearchSettings) -> str | None:
     return context.address_info["session_dir"]
 
 
-def _start_session(settings: SearchSettings, gpus: float) -> None:
-    """Record the study's terms (those it lacks) and this session's budget in the ledger, and charge the
-    evaluator's set-up (a Ray task with a trial's resources) as overhead, before the first trial."""
+def _start_session(settings: SearchSettings, gpus: float, recorded: Callable[[], None]) -> None:
+    """Record the study's terms (those it lacks) and this session's budget in the ledger (then call
+    ``recorded``), and charge the evaluator's set-up (a Ray task with a trial's resources) as overhead,
+    before the first trial."""
     import ray
 
     path = ledger_path(settings)
-    recorded = read_ledger(path).terms
-    missing = {name: value for name, value in study_terms(settings).items() if name not in recorded}
+    known = read_ledger(path).terms
+    missing = {name: value for name, value in study_terms(settings).items() if name not in known}
     _append(path, {"terms": missing, "budget": settings.budget} if missing else {"budget": settings.budget})
+    recorded()
     if settings.evaluator_spec.needs_setup:
         config = _settings_dict(settings)
         if settings.supernet_workers > 1 and settings.evaluator_spec.data_parallel:
@@ -586,9 +588,7 @@ def _fit(
     )  # the searcher (pickled with the experiment) finds them
     if settings.resume and progress is not None:  # the whole study's front, earlier sessions' included
         progress.add_rows(collect_ray(settings)[0].to_dict("records"))
-    _start_session(settings, gpus)
-    if started is not None:
-        started(str(exp))
+    _start_session(settings, gpus, lambda: started(str(exp)) if started is not None else None)
     trainable = tune.with_resources(
         tune.with_parameters(ray_trial, settings=_settings_dict(settings)),
         {"cpu": settings.cpus_per_trial, "gpu": gpus},

@@ -205,7 +205,6 @@ def _settings_of(run_dir: Path) -> SearchSettings:
     in one sentence where they cannot be used)."""
     from nas.search.credentials import MASK, split_password
     from nas.search.manifest import read_manifest
-    from nas.search.ray_driver import ledger_path
     from nas.search.storage import storage_file, storage_url
 
     values = read_manifest(run_dir).get("settings")
@@ -221,7 +220,12 @@ def _settings_of(run_dir: Path) -> SearchSettings:
         raise ValueError(f"its manifest's settings cannot be used ({str(err).splitlines()[0]})") from None
     if settings.run_dir.resolve() != run_dir.resolve():
         raise ValueError(f"the folder was renamed from {settings.study_name!r}")
-    local = ledger_path(settings) if settings.backend == "ray" else storage_file(storage_url(settings))
+    if settings.backend == "ray":
+        from nas.search.ray_driver import ledger_path
+
+        local: Path | None = ledger_path(settings)
+    else:
+        local = storage_file(storage_url(settings))
     if local is not None and not local.exists():  # opening the storage would make an empty one
         raise ValueError(f"its study is not there ({local} is missing)")
     return settings
