@@ -591,6 +591,8 @@ def _refresh(run_dir: Path) -> str | None:
         return None  # not a run directory: the command says so in its own words
     from nas.search.run import refresh_trials
 
+    # a report of a study whose PostgreSQL server is gone waits 10 s for it, not the TCP timeout (2 min)
+    os.environ.setdefault("PGCONNECT_TIMEOUT", "10")
     try:
         refresh_trials(run_dir)
     except (ValueError, OSError) as why:
