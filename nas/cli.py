@@ -437,6 +437,13 @@ def search(
     no_baselines: Annotated[
         bool, typer.Option("--no-baselines", help="Do not enqueue the space's baselines first.")
     ] = False,
+    enqueue: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="An architecture JSON file to evaluate first, labelled by its file name as the baselines "
+            "are (repeatable)."
+        ),
+    ] = None,
     runs_dir: Annotated[
         str | None, typer.Option(help="Folder of the run directories. \\[default: runs]")
     ] = None,
@@ -530,6 +537,7 @@ def search(
             download=True if download else None,
             repair=True if repair else None,
             baselines=False if no_baselines else None,
+            enqueue=enqueue or None,
             runs_dir=runs_dir,
             address=address,
             gpus_per_trial=gpus_per_trial,

@@ -226,16 +226,15 @@ class StudyBudget:
         return budget.tracker
 
 
-def _enqueue_baselines(study: optuna.Study, settings: SearchSettings) -> None:
+def _enqueue_first(study: optuna.Study, settings: SearchSettings) -> None:
+    """The baselines and the enqueued architectures (``SearchSettings.first_points``), each once a study."""
     from search_spaces import get_space
 
     space = get_space(settings.space)
-    baselines = space.baselines()
     known = {t.user_attrs.get("baseline") for t in study.get_trials(deepcopy=False)}
-    for name in space.baseline_names().values():
+    for name, arch in settings.first_points().items():
         if name not in known:
-            params = space.encode(baselines[name].arch)
-            study.enqueue_trial(params, user_attrs={"baseline": name}, skip_if_exists=True)
+            study.enqueue_trial(space.encode(arch), user_attrs={"baseline": name}, skip_if_exists=True)
 
 
 def _known(trials: Sequence[FrozenTrial]) -> Known:
@@ -420,8 +419,7 @@ def run_optuna(
     if started is not None:
         started(url)
     runner = TrialRunner(settings)
-    if settings.baselines:
-        _enqueue_baselines(study, settings)
+    _enqueue_first(study, settings)
     _record_session(study, session)
     setup = runner.prepare()
     if setup is not None:

@@ -445,15 +445,14 @@ def make_searcher(settings: SearchSettings) -> BudgetedGenerator:
     from search_spaces import get_space
 
     space = get_space(settings.space)
-    baselines = space.baselines()
-    points = [space.encode(baselines[n].arch) for n in space.baseline_names().values()]
+    points = [space.encode(arch) for arch in settings.first_points().values()]
     optuna.logging.set_verbosity(optuna.logging.WARNING)
 
     inner = OptunaSearch(
         space=_DefineByRun(settings.space),
         metric=[o.name for o in settings.parsed_objectives],
         mode=[o.direction[:3] for o in settings.parsed_objectives],
-        points_to_evaluate=points if settings.baselines else None,
+        points_to_evaluate=points or None,
         sampler=make_sampler(settings.sampler_name, settings.seed),
         seed=settings.seed,
     )

@@ -113,6 +113,8 @@ class SearchSettings:
     # validation images of the rungs below the top: a count, or "all" (None) the profile's validation images
     rung_val_images: int | str | None = DEFAULT_RUNG_VAL_IMAGES
     evaluator_config: dict[str, Any] = field(default_factory=dict)  # overrides of the evaluator's config
+    # the user's architectures evaluated first, by name (a flat architecture dict each): --enqueue FILE
+    enqueue: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -154,6 +156,7 @@ class SearchSettings:
                 )
         self._check_limits(space)
         self._check_fidelity(evaluator)
+        self._check_enqueue(space)
         if self.address is not None and self.backend != "ray":
             raise ValueError("address: --address joins a Ray cluster, so it needs --backend ray")
         if self.address is not None:
@@ -185,6 +188,64 @@ class SearchSettings:
                 f"concurrency: {self.concurrency} is Ray's trials-at-once setting and needs --backend ray; "
                 f"with the optuna backend, run parallel trials with --workers {self.concurrency}"
             )
+
+    def _check_enqueue(self, space: Any) -> None:
+        """Each enqueued architecture: a safe name that is no baseline's, valid, and in the space."""
+        from nas.arch import Arch
+
+        if len(self.enqueue) > MAX_ENQUEUED:
+            raise ValueError(f"enqueue: at most {MAX_ENQUEUED} architectures, got {len(self.enqueue):,}")
+        if self.enqueue and self.backend == "ray" and self.resume:
+            raise ValueError(
+                "enqueue: a Ray study evaluates the architectures given at its start (its searcher is "
+                f"restored as it was); start a new study with them, or use {option('backend', 'optuna')}"
+            )
+        for name, flat in self.enqueue.items():
+            if name in space.baselines():
+                raise ValueError(f"enqueue: {name} is the name of a {self.space} baseline; rename its file")
+            if not (isinstance(name, str) and _STUDY_NAME.fullmatch(name)):
+                raise ValueError(
+                    f"enqueue: {shown(name)} is not a valid name; use letters, digits, '_', '-' and '.', "
+                    "starting with a letter or digit (it labels the architecture in the report)"
+                )
+            if not isinstance(flat, dict):
+                raise ValueError(f"enqueue: {name} must be an architecture (a mapping), got {shown(flat)}")
+            try:
+                why = space.why_not(Arch.from_flat(flat))
+            except ValueError as err:
+                raise ValueError(f"enqueue: {name}: {err}") from None
+            if why is not None:
+                raise ValueError(f"enqueue: {name} is not in the {self.space} space: {why}")
+
+    def first_points(self) -> dict[str, Any]:
+        """The architectures a search evaluates before it samples, by name: the space's baselines (one name
+        per network; none with ``baselines`` off), then the enqueued ones (a network already among them is
+        run once, under the first name)."""
+        from nas.arch import Arch
+        from search_spaces import get_space
+
+        space = get_space(self.space)
+        baselines = space.baselines()
+        points = (
+            {name: baselines[name].arch for name in space.baseline_names().values()} if self.baselines else {}
+        )
+        keys = {arch.key for arch in points.values()}
+        for name, flat in self.enqueue.items():
+            arch = Arch.from_flat(flat)
+            if arch.key not in keys:
+                points[name] = arch
+                keys.add(arch.key)
+        return points
+
+    def point_names(self) -> dict[str, str]:
+        """Each named network's ``key`` and name: the space's baselines (whether run first or sampled) and the
+        enqueued architectures; a trial of one of them is labelled by that name."""
+        from search_spaces import get_space
+
+        names = get_space(self.space).baseline_names()
+        for name, arch in self.first_points().items():
+            names.setdefault(arch.key, name)
+        return names
 
     def _check_types(self) -> None:
         """One sentence for a value of the wrong type (from a config file or Python), before it is used."""
@@ -365,6 +426,11 @@ class SearchSettings:
         """Settings from a config file (if any) with ``overrides`` (the flags the user gave) on top."""
         values = load_config(config) if config is not None else {}
         values.update({k: v for k, v in overrides.items() if v is not None})
+        files = values.get("enqueue")
+        if isinstance(files, (str, os.PathLike)):
+            files = [files]
+        if isinstance(files, (list, tuple)):  # files (the CLI's, a config's): read here
+            values["enqueue"] = read_enqueued(files)
         return cls(**values)  # "top1,macs" and lists of objectives are normalized on construction
 
 
@@ -418,7 +484,9 @@ _FIELD_TYPES: dict[str, tuple[Any, ...]] = {
     "rung_schedule": (str,),
     "rung_val_images": (int, str, _OPTIONAL),
     "evaluator_config": (dict,),
+    "enqueue": (dict,),
 }
+MAX_ENQUEUED = 1000  # architectures a search may be given to evaluate first
 
 
 def _is_kind(value: Any, kind: Any) -> bool:
@@ -443,6 +511,22 @@ def space_min_img_size(name: str) -> int:
     with contextlib.suppress(NotImplementedError):  # a space without a supernet: its baselines
         archs += space.supernet_cover()
     return max(arch.min_img_size for arch in archs)
+
+
+def read_enqueued(paths: Any) -> dict[str, Any]:
+    """Architecture files to evaluate first, as the settings hold them: each file's contents (read by
+    :mod:`nas.userfiles`, checked as an architecture on construction) by its name without ``.json``."""
+    out: dict[str, Any] = {}
+    for path in paths:
+        if not isinstance(path, (str, os.PathLike)):
+            raise ValueError(f"enqueue: must be architecture files, got {shown(path)}")
+        name = Path(path).name.removesuffix(".json")
+        if name in out:
+            raise ValueError(
+                f"enqueue: two files are named {name}; each names its architecture in the report"
+            )
+        out[name] = userfiles.load(path, "arch file", "JSON")
+    return out
 
 
 def load_config(path: str | Path) -> dict[str, Any]:

@@ -167,7 +167,7 @@ class TrialRunner:
         self._latency: Any = None
         self._part_costs: Any = None
         self._measured: tuple[str, dict[str, Any]] = ("", {})  # the last architecture measured
-        self.baselines = self.space.baseline_names()
+        self.baselines = settings.point_names()  # the named networks: baselines and enqueued architectures
         self.id = uuid.uuid4().hex[:8]  # trials record which runner (so which worker's state) scored them
         self._device = device
         self._data = None
