@@ -14,7 +14,7 @@ from cheap_search import cheap_settings
 from typer.testing import CliRunner
 
 from nas.cli import app
-from nas.search.run import run_search
+from nas.search.run import refresh_trials, run_search
 from search_spaces import get_space
 
 pytestmark = pytest.mark.integration
@@ -85,6 +85,7 @@ def test_ray_runs_enqueued_architectures_first(tmp_path: Path) -> None:
         ray.shutdown()
     table = outcome.trials.set_index("number")
     assert table.loc[0, "arch"] == SPACE.sample_random(3).key and table.loc[0, "baseline"] == "mine"
+    refresh_trials(outcome.run_dir)  # `nas report` reads the study with the settings its manifest records
     with pytest.raises(ValueError, match="a Ray study evaluates the architectures given at its start"):
         cheap_settings(tmp_path, backend="ray", resume=True, enqueue={"mine": flat})
 
