@@ -34,3 +34,9 @@ def setting(name: str, value: object) -> str:
     """``name`` set to ``value``, as the user writes it: ``--fidelity single`` on the command line,
     ``fidelity='single'`` from Python."""
     return f"{option(name)} {value}" if _flags.get() else option(name, value)
+
+
+def together(*named: str) -> str:
+    """Options named by :func:`option` / :func:`setting`, given together: ``--backend ray --resume`` on the
+    command line, ``backend='ray', resume=True`` from Python."""
+    return (" " if _flags.get() else ", ").join(named)

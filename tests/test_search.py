@@ -192,8 +192,11 @@ def test_a_study_is_continued_only_on_the_backend_that_searched_it(
     run_dir.mkdir()
     (run_dir / ("study.db" if held == "optuna" else "ray_ledger.jsonl")).write_bytes(b"")
     for resume in (False, True):
-        with pytest.raises(ValueError, match=rf"was searched on the {held} backend, which keeps its trials "):
+        with pytest.raises(
+            ValueError, match=rf"was searched on the {held} backend, which keeps its trials "
+        ) as err:
             run_search(cheap_settings(tmp_path, backend=other, resume=resume))
+        assert f"continue it with backend='{held}', resume=True, or choose" in str(err.value)  # from Python
     for path in run_dir.iterdir():  # the manifest alone says which backend
         path.unlink()
     (run_dir / "manifest.json").write_text(json.dumps({"settings": {"backend": held}}))

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from nas.atomic import scratch_folder
-from nas.option_names import option, setting
+from nas.option_names import option, setting, together
 from nas.search.budget import Budget, BudgetTracker
 from nas.search.settings import SearchSettings
 
@@ -103,7 +103,7 @@ def _check_backend(settings: SearchSettings) -> None:
     raise ValueError(
         f"study {settings.study_name!r} in {settings.run_dir} was searched on the {held} backend, which "
         f"keeps its trials where the {settings.backend} backend cannot read them; continue it with "
-        f"{setting('backend', held)} {option('resume')}, or choose another {option('study', 'NAME')}"
+        f"{together(setting('backend', held), option('resume'))}, or choose another {option('study', 'NAME')}"
     )
 
 
