@@ -580,6 +580,8 @@ def search(
         console.print(f"front: {_count(outcome.front, 'architecture')} ({outcome.run_dir / 'pareto.csv'})")
     elif outcome.no_front:
         console.print(f"[yellow]the front is empty[/]: {outcome.no_front}", highlight=False)
+    if outcome.idle:
+        console.print(f"[yellow]note[/]: {outcome.idle}", highlight=False)
     if outcome.interrupted:
         raise typer.Exit(128 + (outcome.signum or 2))  # 130 for Ctrl-C (SIGINT), 143 for SIGTERM
     if outcome.lost:

@@ -145,3 +145,12 @@ def test_a_config_file_enqueues_files(tmp_path: Path, monkeypatch: pytest.Monkey
     settings = SearchSettings.from_sources(tmp_path / "search.yaml")
     assert settings.enqueue == {"mine": SPACE.sample_random(4).to_flat()}
     assert list(settings.first_points())[-1] == "mine"
+
+
+def test_at_most_so_many_architectures_are_enqueued(tmp_path: Path) -> None:
+    from nas.search.settings import MAX_ENQUEUED
+
+    flat = SPACE.sample_random(0).to_flat()
+    many = {f"a{i}": flat for i in range(MAX_ENQUEUED + 1)}
+    with pytest.raises(ValueError, match=f"enqueue: at most {MAX_ENQUEUED} architectures, got 1,001"):
+        cheap_settings(tmp_path, enqueue=many)

@@ -45,6 +45,10 @@ def test_thirty_trials_give_the_optuna_table_on_ray_and_resume_continues(local_r
     assert (more["state"] == "COMPLETE").sum() == 33 and set(more["state"]) <= {"COMPLETE", "REPEAT"}
     kept = more.set_index("number").loc[list(range(30)), "arch"]
     assert list(kept) == list(ray_table.set_index("number").sort_index()["arch"])
+    # resumed with the budget spent: no trial, and a sentence that says so
+    idle = run_search(_settings(tmp_path, study="r", backend="ray", budget="33trials", resume=True))
+    assert len(idle.trials) == len(more) and idle.idle is not None
+    assert idle.idle.startswith("this session ran no trial: the budget leaves no room for one (budget 33")
 
 
 def test_a_trial_past_its_timeout_fails_with_the_reason_on_ray_too(local_ray, tmp_path: Path) -> None:

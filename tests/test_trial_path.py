@@ -169,10 +169,14 @@ def test_a_wall_budget_keeps_spending_across_resumes(tmp_path: Path, monkeypatch
     assert spent >= 0.25 * ran  # the study's wall time covers its trials
     # the study's wall time is spent: a resume under the same budget starts no trial ...
     again = run_search(cheap_settings(tmp_path, budget="1.5wall-seconds", resume=True))
-    assert len(again.trials) == ran
+    assert len(again.trials) == ran and first.idle is None
+    assert again.idle is not None and again.idle.startswith(  # and says why, with what to do
+        "this session ran no trial: the budget leaves no room for one (budget 1.5wall-seconds"
+    )
+    assert again.idle.endswith("continue with a larger budget='2h'")
     # ... and one given 1.5 s more spends only what was added: at most 1.5 / 0.25 trials
     more = run_search(cheap_settings(tmp_path, budget="3wall-seconds", resume=True))
-    assert ran < len(more.trials) <= ran + 6
+    assert ran < len(more.trials) <= ran + 6 and more.idle is None
 
 
 def test_a_resume_keeps_the_reports_reference_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

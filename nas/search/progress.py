@@ -125,6 +125,11 @@ class SearchProgress:
         with self._lock:
             return [self._rows[n] for n in sorted(self._rows)]
 
+    @property
+    def session_trials(self) -> int:
+        """The study's trials finished in this session (by any of its workers)."""
+        return sum(r.this_session for r in self.rows)
+
     def __enter__(self) -> SearchProgress:
         if self.console.is_terminal:
             self._live = Live(

@@ -46,6 +46,7 @@ class SearchOutcome:
     signum: int | None = None  # the signal that interrupted it (None: Ctrl-C under Ray, or none)
     front: int = 0  # architectures on the front (pareto.csv)
     no_front: str | None = None  # why the front is empty (results.store.why_no_front), when it is
+    idle: str | None = None  # why this session ran no trial: the budget left no room for one
 
 
 def run_search(settings: SearchSettings, console: Console | None = None) -> SearchOutcome:
@@ -155,6 +156,14 @@ def _run_search(settings: SearchSettings, console: Console | None) -> SearchOutc
 
     no_front = None if front else why_no_front(frame, settings.top_rung)
     failed = failed or _all_failed(frame, report)
+    idle = None
+    # this command's workers' count (Optuna's helpers' included), else the trials the live view was told of
+    session_ran = ran if ran is not None else progress.session_trials
+    if not (interrupted or stopped or lost) and session_ran == 0 and tracker is not None:
+        idle = (
+            f"this session ran no trial: the budget leaves no room for one ({tracker.summary()}); continue "
+            f"with a larger {option('budget', '2h')}"
+        )
     signum = stopping.received() if interrupted else None
     return SearchOutcome(
         settings.run_dir,
@@ -169,6 +178,7 @@ def _run_search(settings: SearchSettings, console: Console | None) -> SearchOutc
         signum=signum,
         front=front,
         no_front=no_front,
+        idle=idle,
     )
 
 
