@@ -316,7 +316,8 @@ class SearchProgress:
     def render(self) -> Group:
         rows = self.rows
         count = {s: sum(r.state == s for r in rows) for s in ("COMPLETE", "FAIL", "INFEASIBLE", "REPEAT")}
-        head = Text(f"{self.title}: {count['COMPLETE']} trials done, {count['FAIL']} failed")
+        done = count["COMPLETE"]
+        head = Text(f"{self.title}: {done} trial{'' if done == 1 else 's'} done, {count['FAIL']} failed")
         if count["INFEASIBLE"]:
             head.append(f", {count['INFEASIBLE']} samples rejected over the limits")
         if count["REPEAT"]:
