@@ -154,3 +154,9 @@ def test_at_most_so_many_architectures_are_enqueued(tmp_path: Path) -> None:
     many = {f"a{i}": flat for i in range(MAX_ENQUEUED + 1)}
     with pytest.raises(ValueError, match=f"enqueue: at most {MAX_ENQUEUED} architectures, got 1,001"):
         cheap_settings(tmp_path, enqueue=many)
+
+
+def test_python_callers_give_files_too(tmp_path: Path) -> None:
+    path = _arch_file(tmp_path, "mine", 5)
+    for given in (path, str(path), [path]):
+        assert cheap_settings(tmp_path, enqueue=given).enqueue == {"mine": SPACE.sample_random(5).to_flat()}

@@ -113,7 +113,8 @@ class SearchSettings:
     # validation images of the rungs below the top: a count, or "all" (None) the profile's validation images
     rung_val_images: int | str | None = DEFAULT_RUNG_VAL_IMAGES
     evaluator_config: dict[str, Any] = field(default_factory=dict)  # overrides of the evaluator's config
-    # the user's architectures evaluated first, by name (a flat architecture dict each): --enqueue FILE
+    # the user's architectures evaluated first, by name (a flat architecture dict each); given as files
+    # (--enqueue FILE, a path or a list of them), it holds their contents, named by the files
     enqueue: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -249,6 +250,9 @@ class SearchSettings:
 
     def _check_types(self) -> None:
         """One sentence for a value of the wrong type (from a config file or Python), before it is used."""
+        files = [self.enqueue] if isinstance(self.enqueue, (str, os.PathLike)) else self.enqueue
+        if isinstance(files, (list, tuple)):  # architecture files (the CLI's, a config's): read here, once
+            object.__setattr__(self, "enqueue", read_enqueued(files))
         for name, kinds in _FIELD_TYPES.items():
             value = getattr(self, name)
             if name in ("data_dir", "runs_dir") and isinstance(value, os.PathLike):
@@ -426,11 +430,6 @@ class SearchSettings:
         """Settings from a config file (if any) with ``overrides`` (the flags the user gave) on top."""
         values = load_config(config) if config is not None else {}
         values.update({k: v for k, v in overrides.items() if v is not None})
-        files = values.get("enqueue")
-        if isinstance(files, (str, os.PathLike)):
-            files = [files]
-        if isinstance(files, (list, tuple)):  # files (the CLI's, a config's): read here
-            values["enqueue"] = read_enqueued(files)
         return cls(**values)  # "top1,macs" and lists of objectives are normalized on construction
 
 
