@@ -269,6 +269,18 @@ def test_a_postgresql_search_keeps_its_password_secret_and_resumes_with_it_from_
     assert manifest["storage"] == manifest["settings"]["storage"] == shown
     assert shown in manifest["machine"]["argv"]
 
+    # `nas report` reads the study again with the manifest's URL (password hidden) and the environment's
+    environ = {k: v for k, v in os.environ.items() if k not in ("NAS_STORAGE_PASSWORD", "PGPASSWORD")}
+    report = [sys.executable, "-m", "nas", "report", "pw", "--runs-dir", str(tmp_path)]
+    for env, note in (({"NAS_STORAGE_PASSWORD": PASSWORD}, False), ({}, True)):
+        shown_report = subprocess.run(
+            report, env={**environ, **env}, capture_output=True, text=True, timeout=300
+        )
+        assert shown_report.returncode == 0, shown_report.stderr[-3000:]
+        assert ("no password supplied" in shown_report.stderr) == note, shown_report.stderr
+        assert not _leaks(shown_report.stdout + shown_report.stderr)
+    assert _files_holding_it(run_dir) == {}
+
     resumed = _search(bob, tmp_path, "--budget", "6trials", "--resume", NAS_STORAGE_PASSWORD=PASSWORD)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert not _leaks(resumed.stdout + resumed.stderr)
