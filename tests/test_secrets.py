@@ -270,7 +270,9 @@ def test_a_postgresql_search_keeps_its_password_secret_and_resumes_with_it_from_
     assert shown in manifest["machine"]["argv"]
 
     # `nas report` reads the study again with the manifest's URL (password hidden) and the environment's
-    environ = {k: v for k, v in os.environ.items() if k not in ("NAS_STORAGE_PASSWORD", "PGPASSWORD")}
+    environ = {
+        k: v for k, v in os.environ.items() if k not in ("NAS_STORAGE_PASSWORD", "PGPASSWORD", "PGPASSFILE")
+    }
     report = [sys.executable, "-m", "nas", "report", "pw", "--runs-dir", str(tmp_path)]
     for env, note in (({"NAS_STORAGE_PASSWORD": PASSWORD}, False), ({}, True)):
         shown_report = subprocess.run(
