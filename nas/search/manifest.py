@@ -2,8 +2,9 @@
 
 Space, seed, budget (as given and as spent), the limits (resolved to numbers), evaluator settings (profile,
 the config instance the trials ran with), storage, data location and split, package versions and the
-machine. Written atomically at the end of a search and on interruption; a resumed search appends its session
-to ``sessions``.
+machine. Written atomically as a study's first session opens it (so that ``nas report`` can read a running
+study), then at the end of every session and on interruption; a resumed search appends its session to
+``sessions``. ``nas report`` and ``nas export`` update the budget spent as they read the study again.
 
 This module is the manifest's one writer: :func:`update_manifest` replaces the sections it is given and keeps
 every other (the report's ``report`` section, with its fixed hypervolume reference point, survives a resume),
