@@ -103,6 +103,7 @@ def _settings(
 ) -> dict[str, Any]:
     return {
         "space": space.name,
+        **({"narrow": space.narrowing} if space.narrowing else {}),  # a whole space's as before narrowing
         "profile": dataclasses.asdict(profile),
         "data": data.describe(),
         "seed": seed,

@@ -9,11 +9,12 @@ not a number) are caught here and printed as one sentence with exit code 2. Ever
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -205,22 +206,41 @@ def _rel(ours: float, paper: float | None) -> float | None:
     return None if not paper else ours / paper - 1
 
 
-@app.command()
-def spaces() -> None:
-    """List the search spaces: choices, cardinality, baselines and proxy profiles."""
-    from search_spaces import get_space, list_spaces
+_NARROW_HELP = (
+    "Keep a decision of the space to some of its values: NAME=V1,V2 or NAME=LO..HI, e.g. s3.op=rel,ext "
+    "(repeatable; `nas spaces` lists the decisions)."
+)
 
-    for name in list_spaces():
-        space = get_space(name)
-        table = Table(title=f"{name}: {space.description}", show_header=False, title_justify="left")
-        table.add_column("decision", style="bold")
-        table.add_column("choices")
-        for decision, text in space.choices().items():
-            table.add_row(decision, text)
-        table.add_row("cardinality", f"{space.cardinality():,} architectures")
-        table.add_row("baselines", ", ".join(space.baselines()))
-        table.add_row("profiles", "; ".join(f"{p.name}: {p.description}" for p in space.profiles.values()))
-        console.print(table)
+
+@app.command()
+def spaces(
+    space: Annotated[str | None, typer.Option(help="Only this space. \\[default: all of them]")] = None,
+    narrow: Annotated[list[str] | None, typer.Option(help=_NARROW_HELP + " Needs --space.")] = None,
+) -> None:
+    """List the search spaces: choices, cardinality, baselines and proxy profiles."""
+    with _user_errors():
+        from search_spaces import get_space, list_spaces
+        from search_spaces.narrowed import parse_items
+
+        if narrow and space is None:
+            raise ValueError("narrow: name the space it narrows with --space")
+        shown = [get_space(space, parse_items(narrow or ()))] if space else map(get_space, list_spaces())
+        for one in list(shown):
+            _print_space(one)
+
+
+def _print_space(space: Any) -> None:
+    table = Table(title=f"{space.name}: {space.description}", show_header=False, title_justify="left")
+    table.add_column("decision", style="bold")
+    table.add_column("choices")
+    for decision, text in space.choices().items():
+        table.add_row(decision, text)
+    per_stage = dict.fromkeys(re.sub(r"^s\d+\.", "s<i>.", name) for name in space.decisions())
+    table.add_row("decisions", ", ".join(per_stage) + " (what --narrow names; s<i> is stage i)")
+    table.add_row("cardinality", f"{space.cardinality():,} architectures")
+    table.add_row("baselines", ", ".join(space.baselines()) or "none inside")
+    table.add_row("profiles", "; ".join(f"{p.name}: {p.description}" for p in space.profiles.values()))
+    console.print(table)
 
 
 # `nas cost` and `nas baselines`: how MACs are counted (evaluators.complexity.CONVENTIONS)
@@ -444,6 +464,7 @@ def search(
             "are (repeatable)."
         ),
     ] = None,
+    narrow: Annotated[list[str] | None, typer.Option(help=_NARROW_HELP)] = None,
     runs_dir: Annotated[
         str | None, typer.Option(help="Folder of the run directories. \\[default: runs]")
     ] = None,
@@ -538,6 +559,7 @@ def search(
             repair=True if repair else None,
             baselines=False if no_baselines else None,
             enqueue=enqueue or None,
+            narrow=narrow or None,
             runs_dir=runs_dir,
             address=address,
             gpus_per_trial=gpus_per_trial,

@@ -74,7 +74,7 @@ def write_report(run_dir: str | Path) -> Path:
     summary = pd.DataFrame(
         [
             ("study", manifest.get("study")),
-            ("space", manifest.get("space")),
+            ("space", _space_searched(manifest)),
             ("evaluator", (manifest.get("evaluator") or {}).get("name")),
             ("objectives", ", ".join(str(o) for o in analysis.objectives)),
             ("budget", budget.get("given")),
@@ -255,6 +255,16 @@ def _limit_rows(manifest: dict[str, Any], frame: pd.DataFrame) -> list[tuple[str
         ("samples rejected", f"{rejected} ({why})" if rejected else "0"),
         ("feasible fraction of samples, by quarter of the search", fractions or "-"),
     ]
+
+
+def _space_searched(manifest: dict[str, Any]) -> Any:
+    """The space, and the narrowing the search kept it to (``--narrow``), as the command line writes it."""
+    from search_spaces.narrowed import describe
+
+    narrow = (manifest.get("settings") or {}).get("narrow")
+    if not narrow or not isinstance(narrow, dict) or not all(isinstance(v, list) for v in narrow.values()):
+        return manifest.get("space")
+    return f"{manifest.get('space')}, narrowed to {describe(narrow)}"
 
 
 def _budget_spent(budget: dict[str, Any]) -> str:

@@ -13,7 +13,7 @@ import math
 import random
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
@@ -176,8 +176,32 @@ class SearchSpace(ABC):
         """Human-readable choices per decision, for ``nas spaces``."""
 
     @abstractmethod
+    def decisions(self) -> dict[str, tuple[Any, ...] | range]:
+        """Every decision :meth:`sample` may ask, by its trial parameter name, with all its values in the
+        order the space offers them: a ``range`` for a decision asked with ``suggest_int``. These are what
+        ``--narrow`` narrows (:mod:`search_spaces.narrowed`)."""
+
+    @abstractmethod
+    def count(self, domains: Mapping[str, Sequence[Any]]) -> int:
+        """How many distinct architectures :meth:`sample` makes when each decision takes only the values
+        ``domains[name]`` (all of :meth:`decisions`, or some of each)."""
+
     def cardinality(self) -> int:
         """Number of distinct architectures in the space."""
+        return self.count(self.decisions())
+
+    @property
+    def narrowing(self) -> dict[str, list[Any]]:
+        """The decisions this space keeps to some of their values (``{}``: a whole space)."""
+        return {}
+
+    def narrowed(self, narrowing: Mapping[str, Any]) -> SearchSpace:
+        """This space with each decision of ``narrowing`` (``{name: values}``) kept to those values; the
+        space itself where nothing is narrowed. A ValueError of one sentence if it is not a narrowing."""
+        from search_spaces.narrowed import NarrowedSpace
+
+        space = NarrowedSpace(self, narrowing)
+        return space if space.narrowing else self
 
     @abstractmethod
     def baselines(self) -> dict[str, Baseline]:

@@ -18,7 +18,7 @@ the width choices; the number of stages is the number of depth ranges, at output
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from nas.arch import Arch, Head, Stage, Stem
@@ -204,11 +204,28 @@ class CoAtNetSpace(SearchSpace):
             choices[f"s{i + 1}"] = f"{ops}; depth {lo}..{hi}; width {', '.join(map(str, self.widths[i]))}"
         return choices
 
-    def cardinality(self) -> int:
-        ops = len(self.ops) - 1 + len(self.local_k) if "local" in self.ops else len(self.ops)
-        per_stage = [ops * (hi - lo + 1) * len(self.widths[i]) for i, (lo, hi) in enumerate(self.depths)]
-        total = len(self.stem_widths) * math.prod(per_stage)
-        return total + sum(math.prod(per_stage[self.strides.index(p) :]) for p in self.patches)
+    def decisions(self) -> dict[str, tuple[Any, ...] | range]:
+        out: dict[str, tuple[Any, ...] | range] = {"stem": ("conv", "patch") if self.patches else ("conv",)}
+        out["stem.width"] = self.stem_widths
+        if self.patches:
+            out["stem.patch"] = self.patches
+        for i, (lo, hi) in enumerate(self.depths, start=1):
+            out[f"s{i}.op"] = self.ops
+            if "local" in self.ops:
+                out[f"s{i}.k"] = self.local_k
+            out[f"s{i}.depth"] = range(lo, hi + 1)
+            out[f"s{i}.width"] = self.widths[i - 1]
+        return out
+
+    def count(self, domains: Mapping[str, Sequence[Any]]) -> int:
+        per_stage = []
+        for i in range(1, len(self.depths) + 1):
+            ops = sum(len(domains[f"s{i}.k"]) if op == "local" else 1 for op in domains[f"s{i}.op"])
+            per_stage.append(ops * len(domains[f"s{i}.depth"]) * len(domains[f"s{i}.width"]))
+        stems = domains["stem"]
+        conv = len(domains["stem.width"]) * math.prod(per_stage) if "conv" in stems else 0
+        patches = domains.get("stem.patch", ()) if "patch" in stems else ()
+        return conv + sum(math.prod(per_stage[self.strides.index(p) :]) for p in patches)
 
     def supernet_cover(self) -> list[Arch]:
         # A conv stem of the widest and of the narrowest width, so that the projection shortcut into S1 is

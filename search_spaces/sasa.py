@@ -10,6 +10,7 @@ local attention with k in {3, 5, 7, 9, 11}, and the depth of each group ranges o
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from nas.arch import Arch, Head, Stage, Stem
@@ -114,8 +115,18 @@ class SasaSpace(SearchSpace):
             )
         return choices
 
-    def cardinality(self) -> int:
-        return len(_STEMS) * math.prod((len(_OPS) - 1 + len(_LOCAL_K)) * (hi - lo + 1) for lo, hi in _DEPTHS)
+    def decisions(self) -> dict[str, tuple[Any, ...] | range]:
+        out: dict[str, tuple[Any, ...] | range] = {"stem": _STEMS}
+        for g, (lo, hi) in enumerate(_DEPTHS, start=1):
+            out[f"s{g}.op"], out[f"s{g}.k"], out[f"s{g}.depth"] = _OPS, _LOCAL_K, range(lo, hi + 1)
+        return out
+
+    def count(self, domains: Mapping[str, Sequence[Any]]) -> int:
+        return len(domains["stem"]) * math.prod(
+            sum(len(domains[f"s{g}.k"]) if op == "local" else 1 for op in domains[f"s{g}.op"])
+            * len(domains[f"s{g}.depth"])
+            for g in range(1, len(_DEPTHS) + 1)
+        )
 
     def supernet_cover(self) -> list[Arch]:
         return [

@@ -8,12 +8,13 @@ import optuna
 import pytest
 import torch
 from optuna.trial import FixedTrial
+from space_enumeration import count_by_enumeration
 
 from nas import build_model
 from nas.arch import Arch, Stage, Stem
 from nas.model import SkipMetaInit
 from nas.supernet import Supernet
-from search_spaces import SearchSpace, get_space, list_spaces
+from search_spaces import get_space, list_spaces
 from search_spaces.base import _ReplayTrial
 from search_spaces.coatnet import CoAtNetSpace
 
@@ -71,40 +72,8 @@ def test_replay_trial_refuses_values_outside_the_choices() -> None:
         trial.suggest_categorical("b", ("y", "z"))
 
 
-def _count_distinct_by_enumeration(space: str | SearchSpace) -> int:
-    """Brute force over the space's own define-by-run decisions (small spaces only)."""
-    sp = get_space(space) if isinstance(space, str) else space
-    seen = set()
-
-    def walk(fixed: dict) -> None:
-        class Probe(_ReplayTrial):
-            def _get(self, name):
-                if name not in self.params:
-                    raise LookupError(name)
-                return super()._get(name)
-
-            def suggest_categorical(self, name, choices):
-                self.last = (name, list(choices))
-                return super().suggest_categorical(name, choices)
-
-            def suggest_int(self, name, low, high, step=1, log=False):
-                self.last = (name, list(range(low, high + 1, step)))
-                return super().suggest_int(name, low, high, step)
-
-        probe = Probe(fixed)
-        try:
-            seen.add(sp.sample(probe).key)
-        except LookupError:
-            name, values = probe.last
-            for value in values:
-                walk({**fixed, name: value})
-
-    walk({})
-    return len(seen)
-
-
 def test_sasa_cardinality_matches_enumeration() -> None:
-    assert get_space("sasa").cardinality() == _count_distinct_by_enumeration("sasa") == 209952
+    assert get_space("sasa").cardinality() == count_by_enumeration("sasa") == 209952
 
 
 def test_coatnet_cardinality_formula() -> None:
@@ -164,7 +133,7 @@ def test_coatnet_variant_cardinality_matches_enumeration() -> None:
         patches=(8,),
     )
     assert space.strides == (4, 8, 16)
-    assert space.cardinality() == _count_distinct_by_enumeration(space)
+    assert space.cardinality() == count_by_enumeration(space)
     assert CoAtNetSpace(patches=()).cardinality() == 3 * math.prod(
         [8 * 3 * 4, 8 * 12 * 4, 8 * 28 * 4, 8 * 3 * 4]
     )

@@ -228,9 +228,7 @@ class StudyBudget:
 
 def _enqueue_first(study: optuna.Study, settings: SearchSettings) -> None:
     """The baselines and the enqueued architectures (``SearchSettings.first_points``), each once a study."""
-    from search_spaces import get_space
-
-    space = get_space(settings.space)
+    space = settings.search_space
     known = {t.user_attrs.get("baseline") for t in study.get_trials(deepcopy=False)}
     for name, arch in settings.first_points().items():
         if name not in known:

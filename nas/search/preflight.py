@@ -52,9 +52,8 @@ def preflight(settings: SearchSettings) -> dict[str, Any] | None:
     if settings.evaluator_spec.counts_only:
         return None
     from evaluators.data import load_dataset
-    from search_spaces import get_space
 
-    space = get_space(settings.space)
+    space = settings.search_space
     profile = space.profile(settings.profile)
     split = load_dataset(
         settings.dataset,

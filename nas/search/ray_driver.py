@@ -190,7 +190,7 @@ class BudgetedSearcher(Searcher):
         self.stopped: str | None = None  # why it stopped suggesting before the budget ran out
         self.live: set[str] = set()
         self.numbers: dict[str, int] = {}
-        self.space = settings.space
+        self.space, self.narrow = settings.space, settings.narrow
         self.ladder = _ladder(settings)
         self.ladder_shape = settings.ladder_shape
         self.steps: dict[str, tuple[int, int]] = {}  # on a ladder: each trial's (lineage, rung)
@@ -201,7 +201,8 @@ class BudgetedSearcher(Searcher):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # a searcher pickled before the ladder existed searches on a single fidelity
-        self.__dict__.update({"ladder": None, "ladder_shape": None, "steps": {}, **state})
+        # (and one pickled before narrowing existed, over the whole space)
+        self.__dict__.update({"ladder": None, "ladder_shape": None, "steps": {}, "narrow": {}, **state})
         self._open()
 
     def _open(self) -> None:
@@ -254,7 +255,7 @@ class BudgetedSearcher(Searcher):
         from search_spaces import get_space
 
         params = {k: v for k, v in config.items() if k not in (_NUMBER, _STEP, _REPEAT)}
-        return get_space(self.space).sample(optuna.trial.FixedTrial(params)).key
+        return get_space(self.space, self.narrow).sample(optuna.trial.FixedTrial(params)).key
 
     def _promotion(self) -> Any:
         """The promotion the ladder's rule asks for now (None: a new trial, or no ladder)."""
@@ -293,7 +294,7 @@ class BudgetedSearcher(Searcher):
         from search_spaces import get_space
 
         entry = next(e for e in self.ledger.trials.values() if e["number"] == lineage)
-        return get_space(self.space).encode(Arch.from_json(entry["attrs"]["arch_json"]))
+        return get_space(self.space, self.narrow).encode(Arch.from_json(entry["attrs"]["arch_json"]))
 
     def _inner_knows(self, trial_id: str) -> bool:
         """Whether the inner searcher suggested ``trial_id`` (a promotion it never saw)."""
@@ -428,13 +429,14 @@ class BudgetedGenerator(SearchGenerator):
 class _DefineByRun:
     """``space.sample`` as OptunaSearch's define-by-run function (a class, so the searcher pickles)."""
 
-    def __init__(self, space: str) -> None:
-        self.space = space
+    def __init__(self, space: str, narrow: dict[str, Any]) -> None:
+        self.space, self.narrow = space, narrow
 
     def __call__(self, trial: Any) -> None:
         from search_spaces import get_space
 
-        get_space(self.space).sample(trial)
+        # one pickled before narrowing existed has no ``narrow``: the whole space
+        get_space(self.space, getattr(self, "narrow", None)).sample(trial)
 
 
 def make_searcher(settings: SearchSettings) -> BudgetedGenerator:
@@ -442,14 +444,13 @@ def make_searcher(settings: SearchSettings) -> BudgetedGenerator:
     from ray.tune.search.optuna import OptunaSearch
 
     from nas.search.samplers import make_sampler
-    from search_spaces import get_space
 
-    space = get_space(settings.space)
+    space = settings.search_space
     points = [space.encode(arch) for arch in settings.first_points().values()]
     optuna.logging.set_verbosity(optuna.logging.WARNING)
 
     inner = OptunaSearch(
-        space=_DefineByRun(settings.space),
+        space=_DefineByRun(settings.space, settings.narrow),
         metric=[o.name for o in settings.parsed_objectives],
         mode=[o.direction[:3] for o in settings.parsed_objectives],
         points_to_evaluate=points or None,

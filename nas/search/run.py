@@ -76,7 +76,7 @@ def _run_search(settings: SearchSettings, console: Console | None) -> SearchOutc
     if not settings.repair:
         check_manifest(settings.run_dir)  # refused before any trial, not replaced after them
     objectives = settings.parsed_objectives
-    title = f"{settings.study_name} ({settings.space}, {settings.evaluator}, {settings.backend})"
+    title = f"{settings.study_name} ({settings.space_words}, {settings.evaluator}, {settings.backend})"
     started = datetime.now(UTC).isoformat(timespec="seconds")
     session_id = uuid.uuid4().hex[:8]
     begin = time.perf_counter()

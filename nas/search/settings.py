@@ -116,16 +116,22 @@ class SearchSettings:
     # the user's architectures evaluated first, by name (a flat architecture dict each); given as files
     # (--enqueue FILE, a path or a list of them), it holds their contents, named by the files
     enqueue: dict[str, Any] = field(default_factory=dict)
+    # the space narrowed to some values of its decisions (search_spaces.narrowed): {decision: [values]},
+    # given as such or as NAME=VALUES items (--narrow s3.op=rel,ext, repeatable); held in canonical form
+    narrow: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         from search_spaces import get_space
+        from search_spaces.narrowed import narrowing
 
         self._check_types()
         self._check_rung_val_images()
         self._check_sizes()
-        space = get_space(self.space)  # ValueError names the known spaces
-        space.profile(self.profile)
+        get_space(self.space).profile(self.profile)  # ValueError names the known spaces, profiles
+        if self.narrow:
+            object.__setattr__(self, "narrow", narrowing(get_space(self.space), self.narrow))
+        space = self.search_space
         evaluator = get_evaluator(self.evaluator)  # ValueError names the registered evaluators
         if self.backend not in BACKENDS:
             raise ValueError(f"backend: unknown {shown(self.backend)}; allowed: {', '.join(BACKENDS)}")
@@ -193,6 +199,7 @@ class SearchSettings:
     def _check_enqueue(self, space: Any) -> None:
         """Each enqueued architecture: a safe name that is no baseline's, valid, and in the space."""
         from nas.arch import Arch
+        from search_spaces import get_space
 
         if len(self.enqueue) > MAX_ENQUEUED:
             raise ValueError(f"enqueue: at most {MAX_ENQUEUED} architectures, got {len(self.enqueue):,}")
@@ -202,7 +209,7 @@ class SearchSettings:
                 f"restored as it was); start a new study with them, or use {option('backend', 'optuna')}"
             )
         for name, flat in self.enqueue.items():
-            if name in space.baselines():
+            if name in get_space(self.space).baselines():
                 raise ValueError(f"enqueue: {name} is the name of a {self.space} baseline; rename its file")
             if not (isinstance(name, str) and _STUDY_NAME.fullmatch(name)):
                 raise ValueError(
@@ -216,16 +223,16 @@ class SearchSettings:
             except ValueError as err:
                 raise ValueError(f"enqueue: {name}: {err}") from None
             if why is not None:
-                raise ValueError(f"enqueue: {name} is not in the {self.space} space: {why}")
+                narrowed = self.space_words.removeprefix(self.space)
+                raise ValueError(f"enqueue: {name} is not in the {self.space} space{narrowed}: {why}")
 
     def first_points(self) -> dict[str, Any]:
         """The architectures a search evaluates before it samples, by name: the space's baselines (one name
         per network; none with ``baselines`` off), then the enqueued ones (a network already among them is
         run once, under the first name)."""
         from nas.arch import Arch
-        from search_spaces import get_space
 
-        space = get_space(self.space)
+        space = self.search_space
         baselines = space.baselines()
         points = (
             {name: baselines[name].arch for name in space.baseline_names().values()} if self.baselines else {}
@@ -241,9 +248,7 @@ class SearchSettings:
     def point_names(self) -> dict[str, str]:
         """Each named network's ``key`` and name: the space's baselines (whether run first or sampled) and the
         enqueued architectures; a trial of one of them is labelled by that name."""
-        from search_spaces import get_space
-
-        names = get_space(self.space).baseline_names()
+        names = self.search_space.baseline_names()
         for name, arch in self.first_points().items():
             names.setdefault(arch.key, name)
         return names
@@ -253,6 +258,13 @@ class SearchSettings:
         files = [self.enqueue] if isinstance(self.enqueue, (str, os.PathLike)) else self.enqueue
         if isinstance(files, (list, tuple)):  # architecture files (the CLI's, a config's): read here, once
             object.__setattr__(self, "enqueue", read_enqueued(files))
+        if isinstance(self.narrow, str) or (
+            isinstance(self.narrow, (list, tuple)) and all(isinstance(item, str) for item in self.narrow)
+        ):  # NAME=VALUES items, as the CLI (and a config, if it likes) writes them
+            from search_spaces.narrowed import parse_items
+
+            items = [self.narrow] if isinstance(self.narrow, str) else self.narrow
+            object.__setattr__(self, "narrow", parse_items(items))
         for name, kinds in _FIELD_TYPES.items():
             value = getattr(self, name)
             if name in ("data_dir", "runs_dir") and isinstance(value, os.PathLike):
@@ -359,6 +371,20 @@ class SearchSettings:
         from nas.search.fidelity import Ladder
 
         return Ladder(self.eta, self.rungs, min_images, self.rung_schedule, self.rung_val_images)
+
+    @functools.cached_property
+    def search_space(self) -> Any:
+        """The space searched: ``space`` narrowed by ``narrow`` (the space itself where nothing is)."""
+        from search_spaces import get_space
+
+        return get_space(self.space, self.narrow)
+
+    @property
+    def space_words(self) -> str:
+        """The space searched, in words: ``coatnet`` or ``coatnet narrowed to s3.op=rel,ext``."""
+        from search_spaces.narrowed import describe
+
+        return f"{self.space} narrowed to {describe(self.narrow)}" if self.narrow else self.space
 
     @functools.cached_property
     def limits(self) -> Any:
@@ -484,6 +510,7 @@ _FIELD_TYPES: dict[str, tuple[Any, ...]] = {
     "rung_val_images": (int, str, _OPTIONAL),
     "evaluator_config": (dict,),
     "enqueue": (dict,),
+    "narrow": (dict,),
 }
 MAX_ENQUEUED = 1000  # architectures a search may be given to evaluate first
 

@@ -1,10 +1,11 @@
 """What a study is searched under, and the check that a resume keeps it: one rule for both engines.
 
-A study's trials are comparable only when they were measured the same way: the same space, objectives and
-hard limits, the same fidelity (single, or the ladder's shape), the same evaluator with the same resolved
-configuration and proxy profile (by name and by what it trains: a profile whose schedule changed between
-releases is a different proxy), the same dataset, the MACs counted at the same image size and, where latency
-is searched or limited, measured on the same device at the same batch. The first session records these
+A study's trials are comparable only when they were measured the same way: the same space, narrowed the
+same way (the decisions' values are the sampler's distributions), objectives and hard limits, the same
+fidelity (single, or the ladder's shape), the same evaluator with the same resolved configuration and proxy
+profile (by name and by what it trains: a profile whose schedule changed between releases is a different
+proxy), the same dataset, the MACs counted at the same image size and, where latency is searched or limited,
+measured on the same device at the same batch. The first session records these
 *terms* with the study (Optuna: one study user attribute per term; Ray: a ``terms`` line of the ledger); a
 resume under other terms is refused in one sentence, before any trial runs, naming the first term that
 differs. A term a study did not record (it was started before the term was) is taken from the resume and
@@ -40,6 +41,7 @@ def study_terms(settings: Any) -> dict[str, Any]:
     latency = "latency_ms" in names or settings.limits.latency_ms is not None
     return {
         "space": settings.space,
+        "narrow": settings.narrow,
         "objectives": [str(o) for o in settings.parsed_objectives],
         "limits": settings.limits.to_dict(),
         "fidelity": _fidelity(settings),
@@ -161,6 +163,10 @@ def _same(name: str, was: Any, now: Any) -> bool:
 def _describe(name: str, value: Any) -> str:
     if name == "limits":
         return f"under {Limits.from_dict(value).describe() or 'no limits'}"
+    if name == "narrow":
+        from search_spaces.narrowed import describe
+
+        return f"with --narrow {describe(value)}" if value else "over the whole space"
     if name == "macs_img_size":
         return f"with MACs counted at {value or 'the space target'} px"
     if name == "latency":

@@ -154,10 +154,8 @@ class TrialRunner:
     """Evaluates architectures for one worker under ``settings`` (built lazily, reused across trials)."""
 
     def __init__(self, settings: SearchSettings, device: str | None = None) -> None:
-        from search_spaces import get_space
-
         self.settings = settings
-        self.space = get_space(settings.space)
+        self.space = settings.search_space
         self.profile = self.space.profile(settings.profile)
         self.spec = settings.evaluator_spec
         self.config = settings.evaluator_config_used()
