@@ -674,6 +674,47 @@ def report(
 
 
 @app.command()
+def compare(
+    studies: Annotated[
+        list[str], typer.Argument(help="Two or more studies: names under --runs-dir or run directories.")
+    ],
+    out: Annotated[
+        Path, typer.Option(help="The page to write (.html); its table goes beside it (.csv).")
+    ] = Path("compare.html"),
+    runs_dir: Annotated[str, typer.Option(help="Folder of the run directories.")] = "runs",
+) -> None:
+    """Compare studies: fronts on one plot, hypervolumes on one box; writes compare.html and .csv."""
+    with _user_errors():
+        from results.comparison import compare as compare_studies
+        from results.comparison_page import write_comparison
+
+        run_dirs = [_run_dir(study, runs_dir) for study in studies]
+        behind = {run_dir: why for run_dir in run_dirs if (why := _refresh(run_dir)) is not None}
+        comparison = compare_studies(run_dirs)
+        page, csv = write_comparison(comparison, out)
+    for run_dir, why in behind.items():
+        _say_behind(f"{run_dir}: {why}")
+    frame = comparison.table()
+    at_equal = next(c for c in frame.columns if str(c).startswith("hypervolume at"))
+    table = Table(title="studies compared (hypervolume: normalized, on one box)", title_justify="left")
+    columns = ("study", "sampler", "fidelity", "trials", "device time", "front", "hypervolume", at_equal)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for _, row in frame.iterrows():
+        table.add_row(*(f"{row[c]:.4f}" if "hypervolume" in c else str(row[c]) for c in columns))
+    console.print(table)
+    if comparison.differences:
+        err_console.print(
+            "[yellow]note[/]: the studies measure their objectives differently, so they compare only as "
+            f"measured: {'; '.join(comparison.differences)}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    console.print(f"table: {csv}", highlight=False, soft_wrap=True)
+    console.print(f"comparison: {page}", highlight=False, soft_wrap=True)
+
+
+@app.command()
 def export(
     study: Annotated[str, typer.Argument(help="Study name (under --runs-dir) or a run directory.")],
     trial: Annotated[list[int] | None, typer.Option(help="Trial number to export (repeatable).")] = None,

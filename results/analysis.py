@@ -51,6 +51,7 @@ __all__ = [
     "load_run",
     "reference_point",
     "rejections",
+    "space_searched",
 ]
 
 COST_AXES = ("macs", "params")  # the x axes of the scatter plots, when the table has them
@@ -293,6 +294,16 @@ def analyse(frame: pd.DataFrame, manifest: dict[str, Any]) -> Analysis:
         labels=labels,
         importance=choice_importance(frame, objectives, manifest.get("space"), within),
     )
+
+
+def space_searched(manifest: dict[str, Any]) -> str:
+    """The space, and the narrowing the search kept it to (``--narrow``), as the command line writes it."""
+    from search_spaces.narrowed import describe
+
+    narrow = (manifest.get("settings") or {}).get("narrow")
+    if not narrow or not isinstance(narrow, dict) or not all(isinstance(v, list) for v in narrow.values()):
+        return str(manifest.get("space"))
+    return f"{manifest.get('space')}, narrowed to {describe(narrow)}"
 
 
 def baseline_labels(frame: pd.DataFrame, space_name: str | None) -> list[str]:

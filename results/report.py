@@ -23,14 +23,12 @@ from __future__ import annotations
 
 import html
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from nas.arch import Arch
-from nas.atomic import replaced
 from nas.search.credentials import redact_all
 from nas.search.manifest import read_manifest, update_manifest
 from results.analysis import (
@@ -40,9 +38,11 @@ from results.analysis import (
     front_table,
     load_run,
     rejections,
+    space_searched,
 )
 from results.arch_drawing import arch_svg
 from results.importance import FRONT, ChoiceImportance
+from results.page import CSS, html_table, write_text
 from results.plots import axes_pairs, axis_label, hypervolume_figure, scatter_figure, shown_value, write_png
 from results.store import why_no_front
 
@@ -58,7 +58,7 @@ def write_report(run_dir: str | Path) -> Path:
 
     front = front_table(analysis)
     front_rows = analysis.frame.loc[sorted(analysis.front)]
-    _atomic_write(run_dir / "pareto.csv", front_rows.to_csv(index=False))
+    write_text(run_dir / "pareto.csv", front_rows.to_csv(index=False))
     write_png(analysis, run_dir / "pareto.png")
 
     figures = [scatter_figure(analysis, x, y) for x, y in axes_pairs(analysis)] + [
@@ -74,7 +74,7 @@ def write_report(run_dir: str | Path) -> Path:
     summary = pd.DataFrame(
         [
             ("study", manifest.get("study")),
-            ("space", _space_searched(manifest)),
+            ("space", space_searched(manifest)),
             ("evaluator", (manifest.get("evaluator") or {}).get("name")),
             ("objectives", ", ".join(str(o) for o in analysis.objectives)),
             ("budget", budget.get("given")),
@@ -95,14 +95,14 @@ def write_report(run_dir: str | Path) -> Path:
     empty = f"<p>The front is empty: {html.escape(why)}.</p>"
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
-        f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>",
-        f"<div class='summary'>{_html_table(summary)}</div>",
+        f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>",
+        f"<div class='summary'>{html_table(summary)}</div>",
         "<h2>Pareto front</h2>",
         *plots[:-1],
         "<h2>Hypervolume</h2>",
         plots[-1],
         "<h2>Architectures on the front</h2>",
-        _html_table(front, links={"number": "arch-"}) if len(front) else empty,
+        html_table(front, links={"number": "arch-"}) if len(front) else empty,
         "<h2>Which choices matter</h2>",
         _importance_html(analysis.importance),
         "<h2>Drawings of the front's architectures</h2>",
@@ -110,9 +110,9 @@ def write_report(run_dir: str | Path) -> Path:
         "width. Click a trial number above, or a point of a plot, to come here.</p>",
         _drawings_html(analysis) or empty,
         "<h2>Baselines and the architectures that dominate them</h2>",
-        _html_table(_baseline_table(analysis)) if analysis.baselines else "<p>No baseline was run.</p>",
+        html_table(_baseline_table(analysis)) if analysis.baselines else "<p>No baseline was run.</p>",
         "<h2>Failed trials</h2>",
-        _html_table(failed) if len(failed) else "<p>None.</p>",
+        html_table(failed) if len(failed) else "<p>None.</p>",
         "<h2>Manifest</h2>",
         # redacted again: a manifest written before passwords were hidden may still hold one
         f"<pre>{html.escape(json.dumps(redact_all(read_manifest(run_dir)), indent=1))}</pre>",
@@ -120,28 +120,8 @@ def write_report(run_dir: str | Path) -> Path:
         "</body></html>",
     ]
     path = run_dir / "report.html"
-    _atomic_write(path, "\n".join(parts))
+    write_text(path, "\n".join(parts))
     return path
-
-
-def _html_table(frame: pd.DataFrame, links: dict[str, str] | None = None) -> str:
-    """``frame`` as an HTML table; a column named in ``links`` links each cell to ``#<prefix><value>``."""
-
-    def cell(column: str, value: Any) -> str:
-        if isinstance(value, float):
-            text = "" if math.isnan(value) else f"{value:.4g}"
-        else:
-            text = html.escape(str(value if value is not None else ""))
-        if links and column in links and text:
-            return f"<a href='#{links[column]}{text}'>{text}</a>"
-        return text
-
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{cell(c, v)}</td>" for c, v in zip(frame.columns, row, strict=True)) + "</tr>"
-        for row in frame.itertuples(index=False)
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _importance_html(importance: ChoiceImportance) -> str:
@@ -224,21 +204,6 @@ def _baseline_table(analysis: Analysis) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-_CSS = """
-body { font-family: system-ui, sans-serif; margin: 24px; color: #222; max-width: 1200px; }
-table { border-collapse: collapse; font-size: 13px; margin: 8px 0 24px; }
-th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; }
-th { background: #f0f0f0; }
-pre { background: #f7f7f7; padding: 12px; font-size: 12px; overflow-x: auto; }
-td.share { min-width: 90px; }
-.arch-card { margin: 8px 0 18px; }
-.arch-card:target { outline: 2px solid #d62728; outline-offset: 4px; }
-.arch-card h3 { margin: 0 0 2px; font-size: 15px; }
-.arch-card p { margin: 0 0 4px; font-size: 13px; }
-.summary td:first-child { font-weight: 600; }
-"""
-
-
 def _limit_rows(manifest: dict[str, Any], frame: pd.DataFrame) -> list[tuple[str, str]]:
     """The summary's lines on limits: what they were, what was rejected, how feasibility changed."""
     from nas.search.constraints import Limits
@@ -255,16 +220,6 @@ def _limit_rows(manifest: dict[str, Any], frame: pd.DataFrame) -> list[tuple[str
         ("samples rejected", f"{rejected} ({why})" if rejected else "0"),
         ("feasible fraction of samples, by quarter of the search", fractions or "-"),
     ]
-
-
-def _space_searched(manifest: dict[str, Any]) -> Any:
-    """The space, and the narrowing the search kept it to (``--narrow``), as the command line writes it."""
-    from search_spaces.narrowed import describe
-
-    narrow = (manifest.get("settings") or {}).get("narrow")
-    if not narrow or not isinstance(narrow, dict) or not all(isinstance(v, list) for v in narrow.values()):
-        return manifest.get("space")
-    return f"{manifest.get('space')}, narrowed to {describe(narrow)}"
 
 
 def _budget_spent(budget: dict[str, Any]) -> str:
@@ -290,8 +245,3 @@ def _store_reference(run_dir: Path, manifest: dict[str, Any], reference: dict[st
         )
 
     update_manifest(run_dir, update)
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    with replaced(path) as tmp:
-        tmp.write_text(text)

@@ -1,0 +1,172 @@
+"""The page of a :class:`~results.comparison.Comparison`: ``compare.html`` (offline, interactive) and
+``compare.csv`` (its table).
+
+The fronts of all studies on one plot per pair of axes (each study in its own colour, its other results
+faint), the hypervolume of each against the device time it spent (a dashed line at the spend of the study that
+spent least, where the table's "hypervolume at" column reads them) and against its trials.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from nas.search.budget import human_seconds
+from results.analysis import COST_AXES
+from results.comparison import Comparison
+from results.page import CSS, html_table, write_text
+from results.plots import axes_pairs, axis_label, short_value
+
+__all__ = ["write_comparison"]
+
+_WIDTH, _HEIGHT = 1080, 540
+
+
+def write_comparison(comparison: Comparison, out: str | Path) -> tuple[Path, Path]:
+    """Write the page to ``out`` (an .html file) and its table beside it (.csv); both paths."""
+    out = Path(out)
+    if out.suffix.lower() != ".html":
+        raise ValueError(f"out: {out} must end in .html (the table is written beside it, as .csv)")
+    if not out.parent.is_dir():
+        raise ValueError(f"out: {out.parent} is not a folder")
+    table = comparison.table()
+    csv = out.with_suffix(".csv")
+    figures = [_fronts_figure(comparison, x, y) for x, y in axes_pairs(comparison.studies[0].analysis)]
+    figures += [_hypervolume_figure(comparison, by_time=True), _hypervolume_figure(comparison, by_time=False)]
+    plots = [
+        fig.to_html(full_html=False, include_plotlyjs=(i == 0), config={"displaylogo": False})
+        for i, fig in enumerate(figures)
+    ]
+    labels = ", ".join(s.label for s in comparison.studies)
+    title = f"NAS comparison: {labels}"
+    differ = "".join(f"<li>{html.escape(d)}</li>" for d in comparison.differences)
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
+        f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>",
+        html_table(_shown(table, comparison)),
+        (
+            "<p><b>The studies measure their objectives differently</b>, so their values compare only as "
+            f"measured:</p><ul>{differ}</ul>"
+            if differ
+            else ""
+        ),
+        f"<p>{html.escape(_box_text(comparison))}</p>",
+        "<h2>Pareto fronts</h2>",
+        *plots[:-2],
+        "<h2>Hypervolume</h2>",
+        *plots[-2:],
+        "</body></html>",
+    ]
+    write_text(out, "\n".join(parts))
+    write_text(csv, table.to_csv(index=False))
+    return out, csv
+
+
+def _shown(table: pd.DataFrame, comparison: Comparison) -> pd.DataFrame:
+    """The table as the page shows it: each best value as the report writes it (4.2G, 25M, 71.3)."""
+    shown = table.copy()
+    for o in comparison.objectives:
+        column = f"best {o.name}"
+        shown[column] = [short_value(o.name, v) if v == v else "-" for v in table[column]]
+    return shown
+
+
+def _box_text(comparison: Comparison) -> str:
+    def point(values: dict[str, float]) -> str:
+        return ", ".join(f"{name} {short_value(name, v)}" for name, v in values.items())
+
+    return (
+        "Every hypervolume here is measured on one box, so that they compare: from the reference point "
+        f"({point(comparison.reference)}, the worst of the studies' own) to the ideal point "
+        f"({point(comparison.ideal)}), and normalized to [0, 1] by its volume. It can differ from a study's "
+        "own report, whose box is its own. Device time counts a study's overhead (a one-shot supernet's "
+        f"training) first. At equal device time ({human_seconds(comparison.equal_spend)}, what the study "
+        "that spent least spent), the table gives each study's hypervolume then."
+    )
+
+
+def _colour(i: int) -> str:
+    import plotly.colors
+
+    palette = plotly.colors.qualitative.Dark24
+    return palette[i % len(palette)]
+
+
+def _fronts_figure(comparison: Comparison, x: str, y: str) -> Any:
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for i, study in enumerate(comparison.studies):
+        analysis, colour = study.analysis, _colour(i)
+        frame = analysis.frame
+        counted = [r for r, p in enumerate(analysis.points) if p is not None and r not in analysis.front]
+        front = sorted(analysis.front, key=lambda r: float(pd.to_numeric(frame.loc[r, x], errors="coerce")))
+        for rows, name, style in (
+            (counted, f"{study.label}: other results", {"mode": "markers", "opacity": 0.25,
+                                                         "marker": {"color": colour, "size": 6}}),
+            (front, study.label, {"mode": "lines+markers", "marker": {"color": colour, "size": 8},
+                                  "line": {"color": colour, "shape": "hv"}}),
+        ):  # fmt: skip
+            sub = frame.loc[rows]
+            fig.add_trace(
+                go.Scatter(
+                    x=pd.to_numeric(sub[x], errors="coerce"),
+                    y=pd.to_numeric(sub[y], errors="coerce"),
+                    name=name,
+                    legendgroup=study.label,
+                    customdata=list(zip(sub["number"], sub["arch"], strict=True)),
+                    hovertemplate=f"{html.escape(study.label)} trial %{{customdata[0]}}<br>%{{customdata[1]}}"
+                    + f"<br>{x} %{{x:.4g}}<br>{y} %{{y:.4g}}<extra></extra>",
+                    **style,
+                )
+            )
+    fig.update_layout(
+        title=f"{axis_label(y)} vs {axis_label(x)}: each study's front",
+        xaxis={"title": axis_label(x), "type": "log" if x in COST_AXES else "linear", "exponentformat": "SI"},
+        yaxis={"title": axis_label(y), "type": "log" if y in COST_AXES else "linear", "exponentformat": "SI"},
+        width=_WIDTH,
+        height=_HEIGHT,
+    )
+    return fig
+
+
+def _hypervolume_figure(comparison: Comparison, *, by_time: bool) -> Any:
+    import plotly.graph_objects as go
+
+    longest = max(s.total_spent for s in comparison.studies)
+    unit, size = _time_unit(longest)
+    fig = go.Figure()
+    for i, study in enumerate(comparison.studies):
+        xs = [s / size for s in study.spent] if by_time else [n + 1 for n in range(len(study.hypervolume))]
+        if by_time:  # the study starts once its overhead is spent, at hypervolume 0
+            xs, ys = [study.overhead / size, *xs], [0.0, *study.hypervolume]
+        else:
+            ys = study.hypervolume
+        fig.add_trace(
+            go.Scatter(x=xs, y=ys, name=study.label, mode="lines", line={"color": _colour(i), "shape": "hv"})
+        )
+    if by_time:
+        fig.add_vline(
+            x=comparison.equal_spend / size,
+            line_dash="dash",
+            line_color="#555",
+            annotation_text=f"equal device time ({human_seconds(comparison.equal_spend)})",
+        )
+    fig.update_layout(
+        title="hypervolume (normalized, one box) vs " + (f"device time ({unit})" if by_time else "trials"),
+        xaxis={"title": f"device time ({unit})" if by_time else "trials"},
+        yaxis={"title": "hypervolume", "rangemode": "tozero"},
+        width=_WIDTH,
+        height=450,
+    )
+    return fig
+
+
+def _time_unit(seconds: float) -> tuple[str, float]:
+    for unit, size in (("days", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if seconds >= 2 * size:
+            return unit, size
+    return "s", 1.0
