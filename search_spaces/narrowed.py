@@ -5,8 +5,8 @@ depths, or the extent k of SASA's local attention with the conv stem fixed. :cla
 space and, while its ``sample`` runs, offers each narrowed decision only the values kept (a categorical one
 the kept choices, in the space's order; an integer one the kept run ``LO..HI``), so it samples, replays and
 decides membership by the space's one definition. Its baselines are those of the space it contains; its
-cardinality is the space's own count over the narrowed decisions; its supernet is the space's (a superset:
-every path the narrowed space samples is in it).
+cardinality is the space's own count over the narrowed decisions; its supernet cover is the space's, each
+network moved into the narrowing, so a one-shot search trains no weight the narrowed space never uses.
 
 A narrowing is data: each name must be one of the space's decisions (:meth:`SearchSpace.decisions`), each
 value one of that decision's, an integer decision keeps a run of whole numbers, and nothing is left empty;
@@ -106,7 +106,15 @@ class NarrowedSpace(SearchSpace):
         return {name: b for name, b in self.space.baselines().items() if self.contains(b.arch)}
 
     def supernet_cover(self) -> list[Arch]:
-        return self.space.supernet_cover()
+        """The space's cover, each network moved into the narrowing: a value not kept becomes the nearest
+        kept one (the first kept choice of a name), a decision the network never asked takes its largest
+        kept value. Every kept op of a stage still comes at its largest depth, k and width and with every
+        kept width, so the supernet holds every path of the narrowed space and no weight outside it."""
+        cover: dict[str, Arch] = {}
+        for arch in self.space.supernet_cover():
+            moved = self.sample(_NearestTrial(self.space.encode(arch)))
+            cover.setdefault(moved.key, moved)
+        return list(cover.values())
 
 
 class _NarrowingTrial:
@@ -132,6 +140,29 @@ class _NarrowingTrial:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._trial, name)
+
+
+class _NearestTrial:
+    """Answers each decision with ``params``' value if offered, else the offered value nearest to it (the
+    larger of two), the first offered choice of a name, or the largest offered value where ``params`` has
+    none."""
+
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        self.params = params
+
+    def suggest_categorical(self, name: str, choices: Sequence[Any]) -> Any:
+        want = self.params.get(name)
+        if want in choices:
+            return want
+        if not all(isinstance(c, int) for c in choices):
+            return choices[0]
+        if not isinstance(want, int):
+            return max(choices)
+        return min(choices, key=lambda c: (abs(c - want), -c))
+
+    def suggest_int(self, name: str, low: int, high: int, step: int = 1, log: bool = False) -> int:
+        want = self.params.get(name)
+        return high if not isinstance(want, int) else min(max(want, low), high)
 
 
 def _values(space: str, name: str, domain: tuple[Any, ...] | range, values: Any) -> list[Any]:

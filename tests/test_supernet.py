@@ -13,11 +13,21 @@ from nas.supernet import Supernet
 from search_spaces import get_space
 
 SPACES = ("coatnet", "sasa")
+# narrowed spaces (--narrow): their supernets hold every path of the narrowing and no weight outside it
+NARROWED = {
+    "coatnet-narrowed": (
+        "coatnet",
+        {"stem": "conv", "stem.width": "128,192", "s1.op": "mbconv", "s2.width": "128,192",
+         "s3.op": "rel,ext,local", "s3.k": "3,5", "s4.depth": "1..2", "s4.width": "768"},
+    ),
+    "coatnet-patch": ("coatnet", {"stem": "patch", "stem.patch": "8,16", "s3.op": "mbconv,local"}),
+    "sasa-narrowed": ("sasa", {"stem": "resnet", "s2.op": "local", "s2.k": "3,5", "s3.depth": "4..5"}),
+}  # fmt: skip
 
 
-@pytest.fixture(scope="module", params=SPACES)
+@pytest.fixture(scope="module", params=[*SPACES, *NARROWED])
 def supernet(request: pytest.FixtureRequest) -> Supernet:
-    space = get_space(request.param)
+    space = get_space(*NARROWED[request.param]) if request.param in NARROWED else get_space(request.param)
     torch.manual_seed(0)
     return Supernet(space, space.profile("cpu"), num_classes=10, in_chans=1)
 
