@@ -681,17 +681,27 @@ def compare(
     out: Annotated[
         Path, typer.Option(help="The page to write (.html); its table goes beside it (.csv).")
     ] = Path("compare.html"),
+    by: Annotated[
+        str | None,
+        typer.Option(
+            help="Group the studies by a setting (sampler, fidelity, space, evaluator, profile, backend): "
+            "each group's mean and spread over its studies, e.g. its seeds."
+        ),
+    ] = None,
     runs_dir: Annotated[str, typer.Option(help="Folder of the run directories.")] = "runs",
 ) -> None:
     """Compare studies: fronts on one plot, hypervolumes on one box; writes compare.html and .csv."""
     with _user_errors():
+        from results.comparison import GROUP_BY
         from results.comparison import compare as compare_studies
         from results.comparison_page import write_comparison
 
+        if by is not None and by not in GROUP_BY:  # before any study is read
+            raise ValueError(f"by: unknown setting {by!r}; allowed: {', '.join(GROUP_BY)}")
         run_dirs = [_run_dir(study, runs_dir) for study in studies]
         behind = {run_dir: why for run_dir in run_dirs if (why := _refresh(run_dir)) is not None}
-        comparison = compare_studies(run_dirs)
-        page, csv = write_comparison(comparison, out)
+        comparison = compare_studies(run_dirs, by=by)
+        written = write_comparison(comparison, out)
     for run_dir, why in behind.items():
         _say_behind(f"{run_dir}: {why}")
     frame = comparison.table()
@@ -710,8 +720,19 @@ def compare(
             highlight=False,
             soft_wrap=True,
         )
-    console.print(f"table: {csv}", highlight=False, soft_wrap=True)
-    console.print(f"comparison: {page}", highlight=False, soft_wrap=True)
+    if by is not None:
+        groups = comparison.group_table()
+        table = Table(title=f"by {by}: mean ± std over each group's studies", title_justify="left")
+        means = [c for c in groups.columns if c.endswith(" mean") and c != "device time mean"]
+        for column in (by, "studies", *(m.removesuffix(" mean") for m in means), "device time"):
+            table.add_column(column, overflow="fold")
+        for _, row in groups.iterrows():
+            spreads = [f"{row[m]:.4f} ± {row[m.removesuffix(' mean') + ' std']:.4f}" for m in means]
+            table.add_row(str(row[by]), str(row["studies"]), *spreads, str(row["device time mean"]))
+        console.print(table)
+    for path in written[1:]:
+        console.print(f"table: {path}", highlight=False, soft_wrap=True)
+    console.print(f"comparison: {written[0]}", highlight=False, soft_wrap=True)
 
 
 @app.command()

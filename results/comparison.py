@@ -12,6 +12,9 @@ when it had spent as much as the study that spent least (``equal_spend``). A stu
 overhead (a one-shot supernet's training, trials lost or interrupted: charged as a study's set-up, counted
 here before its first trial) and then its trials' charges in trial order.
 
+A claim about a search method rests on several seeds: ``by`` (``--by sampler``) groups the studies by a
+setting (:data:`GROUP_BY`) and gives each group's mean and spread over its studies.
+
 Studies compare only on the same objectives (names and directions): others are refused in one sentence.
 Where they measure them differently (another evaluator or its config, proxy profile, dataset, image size of
 the MACs, or limits), :attr:`Comparison.differences` names what differs, and the page and the command say
@@ -21,6 +24,7 @@ so.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,11 +38,12 @@ from results.analysis import Analysis, analyse, load_run, space_searched
 from results.pareto import hypervolume_history
 from results.store import at_top_rung
 
-__all__ = ["MAX_STUDIES", "Comparison", "StudyResult", "compare"]
+__all__ = ["GROUP_BY", "MAX_STUDIES", "Comparison", "StudyResult", "compare"]
 
 MAX_STUDIES = 20  # studies on one page: the plots' colours and legends stay readable
 # what the trials measure (besides the objectives' names): a study that differs in one is compared as measured
 _MEASURED = ("evaluator", "evaluator_config", "profile", "dataset", "macs_img_size")
+GROUP_BY = ("sampler", "fidelity", "space", "evaluator", "profile", "backend")  # what --by may group on
 
 
 @dataclass(frozen=True, eq=False)
@@ -59,9 +64,7 @@ class StudyResult:
 
     def hypervolume_at(self, seconds: float) -> float:
         """The hypervolume once the study had spent ``seconds`` (0 before its first trial ended)."""
-        reached = [
-            hv for hv, spent in zip(self.hypervolume, self.spent, strict=True) if spent <= seconds + 1e-9
-        ]
+        reached = [hv for hv, spent in zip(self.hypervolume, self.spent, strict=True) if spent <= seconds]
         return reached[-1] if reached else 0.0
 
 
@@ -73,6 +76,35 @@ class Comparison:
     ideal: dict[str, float]
     equal_spend: float  # device-seconds: what the study that spent least spent
     differences: list[str]  # what the studies measure differently, one phrase each
+    by: str | None = None  # the setting that groups the studies (GROUP_BY), or none
+
+    def groups(self) -> dict[str, list[StudyResult]]:
+        """The studies by their value of ``by`` (in the order first met); one group of all without it."""
+        out: dict[str, list[StudyResult]] = {}
+        for study in self.studies:
+            out.setdefault(group_value(study.manifest, self.by) if self.by else "all", []).append(study)
+        return out
+
+    def group_table(self) -> pd.DataFrame:
+        """One row per group: its studies, the mean and spread (sample standard deviation; none for one
+        study) of their final hypervolumes and of those at equal device time, their mean device time."""
+        at_equal = f"hypervolume at {human_seconds(self.equal_spend)}"
+        rows = []
+        for value, members in self.groups().items():
+            finals = [s.hypervolume[-1] if s.hypervolume else 0.0 for s in members]
+            equal = [s.hypervolume_at(self.equal_spend) for s in members]
+            rows.append(
+                {
+                    self.by or "group": value,
+                    "studies": len(members),
+                    "hypervolume mean": statistics.fmean(finals),
+                    "hypervolume std": statistics.stdev(finals) if len(finals) > 1 else math.nan,
+                    f"{at_equal} mean": statistics.fmean(equal),
+                    f"{at_equal} std": statistics.stdev(equal) if len(equal) > 1 else math.nan,
+                    "device time mean": human_seconds(statistics.fmean(s.total_spent for s in members)),
+                }
+            )
+        return pd.DataFrame(rows)
 
     def table(self) -> pd.DataFrame:
         """One row per study: what it searched, what it spent, its front and hypervolumes, its best values."""
@@ -84,7 +116,7 @@ class Comparison:
                 "study": study.label,
                 "space": space_searched(study.manifest),
                 "sampler": settings.get("sampler"),
-                "fidelity": settings.get("fidelity", "single"),
+                "fidelity": group_value(study.manifest, "fidelity"),
                 "evaluator": settings.get("evaluator"),
                 "trials": f"{int((states == 'COMPLETE').sum())} of {len(states)}",
                 "device time": human_seconds(study.total_spent),
@@ -100,9 +132,11 @@ class Comparison:
         return pd.DataFrame(rows)
 
 
-def compare(run_dirs: Sequence[str | Path]) -> Comparison:
-    """The comparison of the studies in ``run_dirs`` (two or more); ValueError in one sentence if they are
-    not studies that compare."""
+def compare(run_dirs: Sequence[str | Path], by: str | None = None) -> Comparison:
+    """The comparison of the studies in ``run_dirs`` (two or more), grouped by the setting ``by`` (one of
+    :data:`GROUP_BY`) if given; ValueError in one sentence if they are not studies that compare."""
+    if by is not None and by not in GROUP_BY:
+        raise ValueError(f"by: unknown setting {by!r}; allowed: {', '.join(GROUP_BY)}")
     dirs = [Path(d) for d in run_dirs]
     if not 2 <= len(dirs) <= MAX_STUDIES:
         raise ValueError(f"compare: give 2 to {MAX_STUDIES} run directories, got {len(dirs)}")
@@ -136,7 +170,16 @@ def compare(run_dirs: Sequence[str | Path]) -> Comparison:
         ideal=ideal,
         equal_spend=min(s.total_spent for s in studies),
         differences=_differences(labels, [m for _, m in loaded]),
+        by=by,
     )
+
+
+def group_value(manifest: dict[str, Any], by: str) -> str:
+    """A study's value of the setting ``by``, as the table shows it (the space with its narrowing)."""
+    if by == "space":
+        return space_searched(manifest)
+    settings = manifest.get("settings") or {}
+    return str(settings.get(by, "single" if by == "fidelity" else None))
 
 
 def _study(

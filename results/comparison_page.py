@@ -9,6 +9,7 @@ spent least, where the table's "hypervolume at" column reads them) and against i
 from __future__ import annotations
 
 import html
+import math
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import pandas as pd
 
 from nas.search.budget import human_seconds
 from results.analysis import COST_AXES
-from results.comparison import Comparison
+from results.comparison import Comparison, group_value
 from results.page import CSS, html_table, write_text
 from results.plots import axes_pairs, axis_label, short_value
 
@@ -25,15 +26,16 @@ __all__ = ["write_comparison"]
 _WIDTH, _HEIGHT = 1080, 540
 
 
-def write_comparison(comparison: Comparison, out: str | Path) -> tuple[Path, Path]:
-    """Write the page to ``out`` (an .html file) and its table beside it (.csv); both paths."""
+def write_comparison(comparison: Comparison, out: str | Path) -> list[Path]:
+    """Write the page to ``out`` (an .html file), its table beside it (.csv) and, where the studies are
+    grouped, the groups' table (.groups.csv); the paths written."""
     out = Path(out)
     if out.suffix.lower() != ".html":
         raise ValueError(f"out: {out} must end in .html (the table is written beside it, as .csv)")
     if not out.parent.is_dir():
         raise ValueError(f"out: {out.parent} is not a folder")
     table = comparison.table()
-    csv = out.with_suffix(".csv")
+    groups = comparison.group_table() if comparison.by else None
     figures = [_fronts_figure(comparison, x, y) for x, y in axes_pairs(comparison.studies[0].analysis)]
     figures += [_hypervolume_figure(comparison, by_time=True), _hypervolume_figure(comparison, by_time=False)]
     plots = [
@@ -46,6 +48,10 @@ def write_comparison(comparison: Comparison, out: str | Path) -> tuple[Path, Pat
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
         f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>",
+        f"<h2>By {html.escape(comparison.by)}</h2>{html_table(_spread(groups))}"
+        if groups is not None
+        else "",
+        "<h2>Studies</h2>" if groups is not None else "",
         html_table(_shown(table, comparison)),
         (
             "<p><b>The studies measure their objectives differently</b>, so their values compare only as "
@@ -60,9 +66,13 @@ def write_comparison(comparison: Comparison, out: str | Path) -> tuple[Path, Pat
         *plots[-2:],
         "</body></html>",
     ]
+    written = [out, out.with_suffix(".csv")]
     write_text(out, "\n".join(parts))
-    write_text(csv, table.to_csv(index=False))
-    return out, csv
+    write_text(written[1], table.to_csv(index=False))
+    if groups is not None:
+        written.append(out.with_suffix(".groups.csv"))
+        write_text(written[2], groups.to_csv(index=False))
+    return written
 
 
 def _shown(table: pd.DataFrame, comparison: Comparison) -> pd.DataFrame:
@@ -70,7 +80,18 @@ def _shown(table: pd.DataFrame, comparison: Comparison) -> pd.DataFrame:
     shown = table.copy()
     for o in comparison.objectives:
         column = f"best {o.name}"
-        shown[column] = [short_value(o.name, v) if v == v else "-" for v in table[column]]
+        shown[column] = ["-" if math.isnan(v) else short_value(o.name, v) for v in table[column]]
+    return shown
+
+
+def _spread(groups: pd.DataFrame) -> pd.DataFrame:
+    """The groups' table as the page shows it: each mean with its spread, ``0.265 ± 0.012``."""
+    shown = groups.drop(columns=[c for c in groups.columns if c.endswith(" std")])
+    for column in [c for c in groups.columns if c.endswith(" mean") and c != "device time mean"]:
+        spread = groups[column.removesuffix(" mean") + " std"]
+        pairs = zip(groups[column], spread, strict=True)
+        shown[column] = [f"{m:.4f}" + ("" if math.isnan(s) else f" ± {s:.4f}") for m, s in pairs]
+        shown = shown.rename(columns={column: column.removesuffix(" mean") + " (mean ± std)"})
     return shown
 
 
@@ -88,11 +109,23 @@ def _box_text(comparison: Comparison) -> str:
     )
 
 
-def _colour(i: int) -> str:
+def _colour(comparison: Comparison, i: int) -> str:
+    """Study ``i``'s colour: its own, or its group's where the studies are grouped."""
     import plotly.colors
 
     palette = plotly.colors.qualitative.Dark24
+    if comparison.by:
+        study = comparison.studies[i]
+        i = next(n for n, members in enumerate(comparison.groups().values()) if study in members)
     return palette[i % len(palette)]
+
+
+def _name(comparison: Comparison, i: int) -> str:
+    """Study ``i`` in a legend: its label, and its group's value where the studies are grouped."""
+    study = comparison.studies[i]
+    if not comparison.by:
+        return study.label
+    return f"{study.label} ({comparison.by} {group_value(study.manifest, comparison.by)})"
 
 
 def _fronts_figure(comparison: Comparison, x: str, y: str) -> Any:
@@ -100,14 +133,14 @@ def _fronts_figure(comparison: Comparison, x: str, y: str) -> Any:
 
     fig = go.Figure()
     for i, study in enumerate(comparison.studies):
-        analysis, colour = study.analysis, _colour(i)
+        analysis, colour = study.analysis, _colour(comparison, i)
         frame = analysis.frame
         counted = [r for r, p in enumerate(analysis.points) if p is not None and r not in analysis.front]
         front = sorted(analysis.front, key=lambda r: float(pd.to_numeric(frame.loc[r, x], errors="coerce")))
         for rows, name, style in (
-            (counted, f"{study.label}: other results", {"mode": "markers", "opacity": 0.25,
+            (counted, f"{_name(comparison, i)}: other results", {"mode": "markers", "opacity": 0.25,
                                                          "marker": {"color": colour, "size": 6}}),
-            (front, study.label, {"mode": "lines+markers", "marker": {"color": colour, "size": 8},
+            (front, _name(comparison, i), {"mode": "lines+markers", "marker": {"color": colour, "size": 8},
                                   "line": {"color": colour, "shape": "hv"}}),
         ):  # fmt: skip
             sub = frame.loc[rows]
@@ -146,7 +179,13 @@ def _hypervolume_figure(comparison: Comparison, *, by_time: bool) -> Any:
         else:
             ys = study.hypervolume
         fig.add_trace(
-            go.Scatter(x=xs, y=ys, name=study.label, mode="lines", line={"color": _colour(i), "shape": "hv"})
+            go.Scatter(
+                x=xs,
+                y=ys,
+                name=_name(comparison, i),
+                mode="lines",
+                line={"color": _colour(comparison, i), "shape": "hv"},
+            )
         )
     if by_time:
         fig.add_vline(

@@ -144,3 +144,31 @@ def test_nas_compare_writes_the_page_and_the_table(studies: Path, tmp_path: Path
         output = " ".join(result.output.split())
         assert result.exit_code == 2 and output.startswith(message), output
         assert len(result.output.strip().splitlines()) <= 2, result.output  # one sentence, no traceback
+
+
+def test_studies_grouped_by_a_setting_give_each_groups_mean_and_spread(studies: Path, tmp_path: Path) -> None:
+    import statistics
+
+    comparison = compare([studies / "tpe", studies / "random", studies / "big"], by="sampler")
+    tpe, rnd, big = comparison.studies
+    assert comparison.groups() == {"tpe": [tpe, big], "random": [rnd]}
+    groups = comparison.group_table().set_index("sampler")
+    finals = [tpe.hypervolume[-1], big.hypervolume[-1]]
+    assert groups.loc["tpe", "studies"] == 2 and groups.loc["random", "studies"] == 1
+    assert groups.loc["tpe", "hypervolume mean"] == pytest.approx(statistics.fmean(finals))
+    assert groups.loc["tpe", "hypervolume std"] == pytest.approx(statistics.stdev(finals))
+    assert math.isnan(groups.loc["random", "hypervolume std"])  # one study: no spread
+    assert groups.loc["random", "hypervolume mean"] == rnd.hypervolume[-1]
+    out = tmp_path / "by.html"
+    args = ["tpe", "random", "big", "--by", "sampler", "--runs-dir", str(studies), "--out", str(out)]
+    result = CliRunner().invoke(app, ["compare", *args])
+    assert result.exit_code == 0, result.output
+    assert "by sampler: mean ± std over each group's studies" in result.output
+    assert list(pd.read_csv(tmp_path / "by.groups.csv")["sampler"]) == ["tpe", "random"]
+    page = out.read_text()
+    assert "<h2>By sampler</h2>" in page and "hypervolume (mean ± std)" in page
+    assert "tpe (sampler tpe)" in page  # each study's legend names its group
+    result = CliRunner().invoke(app, ["compare", "tpe", "random", "--by", "seed", "--runs-dir", str(studies)])
+    assert result.exit_code == 2 and " ".join(result.output.split()) == (
+        "error: by: unknown setting 'seed'; allowed: sampler, fidelity, space, evaluator, profile, backend"
+    )
