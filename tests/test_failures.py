@@ -102,6 +102,40 @@ def test_deadline_leaves_a_fast_block_alone_and_does_not_fire_later(clock: HandC
     assert len(clock.timers) == 1  # no limit, no timer
 
 
+def test_a_timeout_that_escapes_exit_is_closed_and_worded_as_every_other(
+    clock: HandClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Python checks for a pending exception at the first bytecode of ``__exit__``, before its code can take
+    the deadline's back: where the block ends as the deadline fires, the TrialTimeout leaves the ``with``
+    bare and the deadline open. The trial body closes it and words it as every other timeout, so that a run
+    of timeouts is one same failure (seen once on Ray as "trial exceeded its time limit")."""
+    from nas.search import trial, unraisable
+
+    guard = deadline(0.3)
+    guard.__enter__()
+    with pytest.raises(TrialTimeout) as bare:
+        clock.fire()
+        _spin_until_stopped()  # the exception leaves here, as it would at __exit__'s first bytecode
+    assert str(bare.value) == ""
+    escaped = guard.escaped()
+    assert failure_reason(escaped) == "timeout: TrialTimeout: trial exceeded its 0.3 s timeout"
+    assert not guard._active and (threading.get_ident(), TrialTimeout) not in unraisable._open
+    clock.fire()  # the timer's time again (a cancel that lost the race): nothing lands
+    _spin(0.05)
+
+    class Escaping(deadline):  # __exit__ as it runs when the exception lands on its first bytecode
+        def __exit__(self, *exc: object) -> None:
+            if exc[0] is TrialTimeout:
+                raise TrialTimeout
+
+    monkeypatch.setattr(trial, "deadline", Escaping)
+    runner = SimpleNamespace(settings=SimpleNamespace(trial_timeout=0.3, measures_latency=True), limits=None)
+    runner.measure = lambda arch: (clock.fire(), _spin_until_stopped())
+    with pytest.raises(TrialTimeout, match=r"^trial exceeded its 0\.3 s timeout$"):
+        trial._evaluate(runner, None, None, None)
+    assert (threading.get_ident(), TrialTimeout) not in unraisable._open  # closed by the trial body
+
+
 def test_a_block_that_swallows_the_timeout_still_fails(clock: HandClock) -> None:
     # the inner suppress is a library catching everything
     with pytest.raises(TrialTimeout), deadline(0.1), contextlib.suppress(TrialTimeout):

@@ -161,14 +161,24 @@ class deadline:  # lower-case: a context manager, like contextlib's
     ) -> None:
         if self._timer is None:
             return
+        if self._close_surely() and (kind is None or not issubclass(kind, KeyboardInterrupt)):
+            raise TrialTimeout(self.message) from None  # whatever the late exception became on its way up
+
+    def escaped(self) -> TrialTimeout:
+        """The TrialTimeout to raise for a bare one that left the block past ``__exit__``: delivered at
+        ``__exit__``'s very first bytecode (the block ended as the deadline fired), where Python checks for
+        pending exceptions before any of its code runs, so the deadline is still open. This closes it."""
+        if self._timer is not None:
+            self._close_surely()
+        return TrialTimeout(self.message)
+
+    def _close_surely(self) -> bool:
+        """:meth:`_close`, again if a TrialTimeout lands in it; whether the deadline fired."""
         while True:
             try:
-                fired = self._close()
-                break
+                return self._close()
             except TrialTimeout:  # delivered here, before closing took it back: bare, without the message
                 continue  # closing again is harmless, and after it none can come
-        if fired and (kind is None or not issubclass(kind, KeyboardInterrupt)):
-            raise TrialTimeout(self.message) from None  # whatever the late exception became on its way up
 
     def _close(self) -> bool:
         """Stop the timer and the redelivery, take back a TrialTimeout not delivered yet (the block ended

@@ -49,7 +49,7 @@ from typing import Any
 from nas.arch import Arch
 from nas.search import stopping
 from nas.search.budget import TrialCost
-from nas.search.failures import deadline, failure_reason, release_memory
+from nas.search.failures import TrialTimeout, deadline, failure_reason, release_memory
 from nas.search.fidelity import default_min_images
 from nas.search.settings import SearchSettings
 
@@ -436,16 +436,22 @@ def _evaluate(
 ) -> tuple[dict[str, Any], dict[str, float], bool]:
     """(metrics, constraint values, rejected) of ``arch``: measured against the limits, and evaluated
     unless it is over one (a baseline is evaluated whatever its cost), under the trial deadline."""
-    with deadline(runner.settings.trial_timeout):
-        measured = runner.measure(arch) if runner.limits or runner.settings.measures_latency else None
-        constraints = runner.limits.violations(measured) if runner.limits else {}
-        if any(v > 0 for v in constraints.values()) and arch.key not in runner.baselines:
-            where = {"host": socket.gethostname(), "pid": os.getpid()}
-            return _jsonable({**measured, **where}), constraints, True
-        ladder = {"step": step} if step is not None else {}  # the evaluate of a single fidelity is unchanged
-        metrics = _jsonable(runner.evaluate(arch, report, **ladder))
-        _check_produced(runner, metrics)
-        return metrics, constraints, False
+    guard = deadline(runner.settings.trial_timeout)
+    try:
+        with guard:
+            measured = runner.measure(arch) if runner.limits or runner.settings.measures_latency else None
+            constraints = runner.limits.violations(measured) if runner.limits else {}
+            if any(v > 0 for v in constraints.values()) and arch.key not in runner.baselines:
+                where = {"host": socket.gethostname(), "pid": os.getpid()}
+                return _jsonable({**measured, **where}), constraints, True
+            ladder = {"step": step} if step is not None else {}  # a single fidelity's evaluate is unchanged
+            metrics = _jsonable(runner.evaluate(arch, report, **ladder))
+            _check_produced(runner, metrics)
+            return metrics, constraints, False
+    except TrialTimeout as err:
+        if str(err):  # the deadline's own, with its message
+            raise
+        raise guard.escaped() from None  # one timeout reads as every other (the same-failure stop counts)
 
 
 def _check_produced(runner: TrialRunner, metrics: dict[str, Any]) -> None:
