@@ -216,17 +216,48 @@ _NARROW_HELP = (
 def spaces(
     space: Annotated[str | None, typer.Option(help="Only this space. \\[default: all of them]")] = None,
     narrow: Annotated[list[str] | None, typer.Option(help=_NARROW_HELP + " Needs --space.")] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help="table or json (every decision with all its values).")
+    ] = "table",
 ) -> None:
     """List the search spaces: choices, cardinality, baselines and proxy profiles."""
+    import json
+
     with _user_errors():
         from search_spaces import get_space, list_spaces
         from search_spaces.narrowed import parse_items
 
+        _check_format(fmt, ("table", "json"))
         if narrow and space is None:
             raise ValueError("narrow: name the space it narrows with --space")
-        shown = [get_space(space, parse_items(narrow or ()))] if space else map(get_space, list_spaces())
-        for one in list(shown):
-            _print_space(one)
+        shown = (
+            [get_space(space, parse_items(narrow or ()))] if space else list(map(get_space, list_spaces()))
+        )
+    if fmt == "json":
+        console.print_json(json.dumps([_space_json(one) for one in shown]))
+        return
+    for one in shown:
+        _print_space(one)
+
+
+def _space_json(space: Any) -> dict[str, Any]:
+    """A space as data: each decision's values (an integer range as its low and high), its narrowing, its
+    size, baselines and proxy profiles."""
+    import dataclasses
+
+    decisions = {
+        name: {"low": values[0], "high": values[-1]} if isinstance(values, range) else list(values)
+        for name, values in space.decisions().items()
+    }
+    return {
+        "name": space.name,
+        "description": space.description,
+        "decisions": decisions,
+        "narrowed": space.narrowing,
+        "cardinality": space.cardinality(),
+        "baselines": list(space.baselines()),
+        "profiles": {name: dataclasses.asdict(p) for name, p in space.profiles.items()},
+    }
 
 
 def _print_space(space: Any) -> None:

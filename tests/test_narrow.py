@@ -293,3 +293,22 @@ def test_a_narrowed_supernet_holds_the_narrowed_ops_only() -> None:
     ]
     assert sizes[1] < sizes[0] / 3
     assert all(narrowed.contains(arch) for arch in narrowed.supernet_cover())
+
+
+def test_spaces_as_json_hold_every_decision_with_its_values() -> None:
+    result = CliRunner().invoke(
+        app, ["spaces", "--space", "coatnet", "--narrow", "s2.depth=2..5", "--format", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    (shown,) = json.loads(result.output)
+    space = get_space("coatnet", {"s2.depth": "2..5"})
+    assert shown["decisions"]["s2.depth"] == {"low": 2, "high": 5} and shown["decisions"]["s1.op"] == list(
+        space.decisions()["s1.op"]
+    )
+    assert list(shown["decisions"]) == list(space.decisions()) and shown["narrowed"] == {
+        "s2.depth": [2, 3, 4, 5]
+    }
+    assert shown["cardinality"] == space.cardinality() and shown["baselines"] == list(space.baselines())
+    assert shown["profiles"]["cpu"]["img_size"] == 32
+    every = json.loads(CliRunner().invoke(app, ["spaces", "--format", "json"]).output)
+    assert [s["name"] for s in every] == list_spaces() and all(s["narrowed"] == {} for s in every)
