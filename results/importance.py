@@ -8,7 +8,8 @@ One code path for both engines: the trials table (an Optuna study's or a Ray run
 in-memory Optuna study, one per objective and one for the front. Each row's choices are its ``arch_json``
 replayed through the space (``space.encode`` and ``sample`` on a ``FixedTrial``: the parameters and their
 declared distributions, as the sampler saw them). Rows used: completed, met the limits, on a ladder of the
-top rung, and no repeats (a repeat is the same architecture counted twice).
+top rung, and no repeats (a repeat is the same architecture counted twice). A choice that every row made
+alike (one ``--narrow`` fixed) is left out: it cannot matter.
 """
 
 from __future__ import annotations
@@ -63,7 +64,20 @@ def choice_importance(
     out = {o.name: _importances(trials, objectives, [k], quantile) for k, o in enumerate(objectives)}
     if len(objectives) > 1:
         out[FRONT] = _importances(trials, objectives, list(range(len(objectives))), quantile)
-    return ChoiceImportance(out, len(trials))
+    return ChoiceImportance({target: _varied(per, trials) for target, per in out.items()}, len(trials))
+
+
+def _varied(importances: dict[str, float], trials: Sequence[Any]) -> dict[str, float]:
+    """``importances`` without the choices every trial made alike (a decision ``--narrow`` fixed, or one the
+    sampler never varied), the rest scaled to sum to 1 again. Such a choice cannot matter; PED-ANOVA still
+    gives it a little (its Parzen estimators smooth over the choice's other values, which no trial took)."""
+    seen: dict[str, set[str]] = {}
+    for trial in trials:
+        for name, value in trial.params.items():
+            seen.setdefault(name, set()).add(repr(value))
+    kept = {c: v for c, v in importances.items() if len(seen.get(c, ())) > 1}
+    total = sum(kept.values())
+    return {c: v / total for c, v in kept.items()} if total > 0 else kept
 
 
 def _trial(space: Any, row: pd.Series, objectives: Sequence[Objective]) -> Any:

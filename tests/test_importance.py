@@ -14,10 +14,11 @@ from search_spaces import get_space
 OBJECTIVES = parse_objectives("top1,macs")
 
 
-def _table(n: int) -> pd.DataFrame:
-    """A hand-made table of ``n`` sampled coatnet architectures whose top-1 is decided by the op of
-    stage 3 alone and whose MACs by the depth of stage 2 alone, built as the drivers build theirs."""
-    space = get_space("coatnet")
+def _table(n: int, narrow: dict | None = None) -> pd.DataFrame:
+    """A hand-made table of ``n`` sampled coatnet architectures (of the space ``narrow`` narrows) whose top-1
+    is decided by the op of stage 3 alone and whose MACs by the depth of stage 2 alone, built as the drivers
+    build theirs."""
+    space = get_space("coatnet", narrow)
     rng = random.Random(0)
     rows = []
     for number in range(n):
@@ -50,3 +51,13 @@ def test_too_few_trials_or_an_unknown_space_say_why() -> None:
     assert not few.importances and str(MIN_TRIALS) in few.reason
     unknown = choice_importance(frame, OBJECTIVES, "nosuchspace", list(frame.index))
     assert not unknown.importances and "nosuchspace" in unknown.reason
+
+
+def test_a_choice_every_trial_made_alike_is_left_out() -> None:
+    """A decision --narrow fixed cannot matter: it is not ranked (it would be, at 0)."""
+    frame = _table(40, {"stem": "conv", "s4.op": "rel"})
+    result = choice_importance(frame, OBJECTIVES, "coatnet", list(frame.index))
+    for per in result.importances.values():
+        assert "stem" not in per and "s4.op" not in per and "stem.patch" not in per
+        assert {"s3.op", "s2.depth", "s4.depth"} <= set(per) and abs(sum(per.values()) - 1) < 1e-9
+    assert max(result.importances["top1"], key=result.importances["top1"].get) == "s3.op"
