@@ -723,12 +723,11 @@ def compare(
 ) -> None:
     """Compare studies: fronts on one plot, hypervolumes on one box; writes compare.html and .csv."""
     with _user_errors():
-        from results.comparison import GROUP_BY
+        from results.comparison import check_by
         from results.comparison import compare as compare_studies
         from results.comparison_page import write_comparison
 
-        if by is not None and by not in GROUP_BY:  # before any study is read
-            raise ValueError(f"by: unknown setting {by!r}; allowed: {', '.join(GROUP_BY)}")
+        check_by(by)  # before any study is read
         run_dirs = [_run_dir(study, runs_dir) for study in studies]
         behind = {run_dir: why for run_dir in run_dirs if (why := _refresh(run_dir)) is not None}
         comparison = compare_studies(run_dirs, by=by)

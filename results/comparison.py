@@ -38,7 +38,7 @@ from results.analysis import Analysis, analyse, load_run, space_searched
 from results.pareto import hypervolume_history
 from results.store import at_top_rung
 
-__all__ = ["GROUP_BY", "MAX_STUDIES", "Comparison", "StudyResult", "compare"]
+__all__ = ["GROUP_BY", "MAX_STUDIES", "Comparison", "StudyResult", "check_by", "compare", "group_value"]
 
 MAX_STUDIES = 20  # studies on one page: the plots' colours and legends stay readable
 # what the trials measure (besides the objectives' names): a study that differs in one is compared as measured
@@ -135,8 +135,7 @@ class Comparison:
 def compare(run_dirs: Sequence[str | Path], by: str | None = None) -> Comparison:
     """The comparison of the studies in ``run_dirs`` (two or more), grouped by the setting ``by`` (one of
     :data:`GROUP_BY`) if given; ValueError in one sentence if they are not studies that compare."""
-    if by is not None and by not in GROUP_BY:
-        raise ValueError(f"by: unknown setting {by!r}; allowed: {', '.join(GROUP_BY)}")
+    check_by(by)
     dirs = [Path(d) for d in run_dirs]
     if not 2 <= len(dirs) <= MAX_STUDIES:
         raise ValueError(f"compare: give 2 to {MAX_STUDIES} run directories, got {len(dirs)}")
@@ -172,6 +171,12 @@ def compare(run_dirs: Sequence[str | Path], by: str | None = None) -> Comparison
         differences=_differences(labels, [m for _, m in loaded]),
         by=by,
     )
+
+
+def check_by(by: str | None) -> None:
+    """ValueError in one sentence unless ``by`` is None or a setting the studies may be grouped by."""
+    if by is not None and by not in GROUP_BY:
+        raise ValueError(f"by: unknown setting {by!r}; allowed: {', '.join(GROUP_BY)}")
 
 
 def group_value(manifest: dict[str, Any], by: str) -> str:

@@ -19,7 +19,7 @@ from nas.search.budget import human_seconds
 from results.analysis import COST_AXES
 from results.comparison import Comparison, group_value
 from results.page import CSS, html_table, write_text
-from results.plots import axes_pairs, axis_label, short_value
+from results.plots import axes_pairs, axis_label, point_text, short_value, trials_trace
 
 __all__ = ["write_comparison"]
 
@@ -96,16 +96,13 @@ def _spread(groups: pd.DataFrame) -> pd.DataFrame:
 
 
 def _box_text(comparison: Comparison) -> str:
-    def point(values: dict[str, float]) -> str:
-        return ", ".join(f"{name} {short_value(name, v)}" for name, v in values.items())
-
     return (
         "Every hypervolume here is measured on one box, so that they compare: from the reference point "
-        f"({point(comparison.reference)}, the worst of the studies' own) to the ideal point "
-        f"({point(comparison.ideal)}), and normalized to [0, 1] by its volume. It can differ from a study's "
-        "own report, whose box is its own. Device time counts a study's overhead (a one-shot supernet's "
-        f"training) first. At equal device time ({human_seconds(comparison.equal_spend)}, what the study "
-        "that spent least spent), the table gives each study's hypervolume then."
+        f"({point_text(comparison.reference)}, the worst of the studies' own) to the ideal point "
+        f"({point_text(comparison.ideal)}), and normalized to [0, 1] by its volume. It can differ from a "
+        "study's own report, whose box is its own. Device time counts a study's overhead (a one-shot "
+        f"supernet's training) first. At equal device time ({human_seconds(comparison.equal_spend)}, what "
+        "the study that spent least spent), the table gives each study's hypervolume then."
     )
 
 
@@ -143,19 +140,8 @@ def _fronts_figure(comparison: Comparison, x: str, y: str) -> Any:
             (front, _name(comparison, i), {"mode": "lines+markers", "marker": {"color": colour, "size": 8},
                                   "line": {"color": colour, "shape": "hv"}}),
         ):  # fmt: skip
-            sub = frame.loc[rows]
-            fig.add_trace(
-                go.Scatter(
-                    x=pd.to_numeric(sub[x], errors="coerce"),
-                    y=pd.to_numeric(sub[y], errors="coerce"),
-                    name=name,
-                    legendgroup=study.label,
-                    customdata=list(zip(sub["number"], sub["arch"], strict=True)),
-                    hovertemplate=f"{html.escape(study.label)} trial %{{customdata[0]}}<br>%{{customdata[1]}}"
-                    + f"<br>{x} %{{x:.4g}}<br>{y} %{{y:.4g}}<extra></extra>",
-                    **style,
-                )
-            )
+            tags = [f"of {html.escape(study.label)}"] * len(rows)
+            fig.add_trace(trials_trace(frame, rows, x, y, name, tags, legendgroup=study.label, **style))
     fig.update_layout(
         title=f"{axis_label(y)} vs {axis_label(x)}: each study's front",
         xaxis={"title": axis_label(x), "type": "log" if x in COST_AXES else "linear", "exponentformat": "SI"},

@@ -29,9 +29,11 @@ __all__ = [
     "axes_pairs",
     "axis_label",
     "hypervolume_figure",
+    "point_text",
     "scatter_figure",
     "short_value",
     "shown_value",
+    "trials_trace",
     "write_png",
 ]
 
@@ -67,18 +69,7 @@ def scatter_figure(analysis: Analysis, x: str, y: str) -> Any:
     fig = go.Figure()
 
     def trace(rows: list[int], name: str, **style: Any) -> None:
-        sub = frame.loc[rows]
-        fig.add_trace(
-            go.Scatter(
-                x=pd.to_numeric(sub[x], errors="coerce"),
-                y=pd.to_numeric(sub[y], errors="coerce"),
-                name=name,
-                customdata=list(zip(sub["number"], sub["arch"], [labels[i] for i in rows], strict=True)),
-                hovertemplate="trial %{customdata[0]} %{customdata[2]}<br>%{customdata[1]}<br>"
-                + f"{x} %{{x:.4g}}<br>{y} %{{y:.4g}}<extra></extra>",
-                **style,
-            )
-        )
+        fig.add_trace(trials_trace(frame, rows, x, y, name, [labels[i] for i in rows], **style))
 
     faded = set(analysis.faded)
     others = [i for i in done if i not in front and not base[i] and i not in faded]
@@ -140,6 +131,25 @@ def scatter_figure(analysis: Analysis, x: str, y: str) -> Any:
         legend={"orientation": "h", "x": 0, "y": 1.02, "xanchor": "left", "yanchor": "bottom"},
     )
     return fig
+
+
+def trials_trace(
+    frame: pd.DataFrame, rows: list[int], x: str, y: str, name: str, tags: list[str], **style: Any
+) -> Any:
+    """``rows`` of a trials table as one plotly trace of ``y`` against ``x``; hovering a point shows its
+    trial number, its tag (a baseline's name, a study's), its arch key and both values."""
+    import plotly.graph_objects as go
+
+    sub = frame.loc[rows]
+    return go.Scatter(
+        x=pd.to_numeric(sub[x], errors="coerce"),
+        y=pd.to_numeric(sub[y], errors="coerce"),
+        name=name,
+        customdata=list(zip(sub["number"], sub["arch"], tags, strict=True)),
+        hovertemplate="trial %{customdata[0]} %{customdata[2]}<br>%{customdata[1]}<br>"
+        + f"{x} %{{x:.4g}}<br>{y} %{{y:.4g}}<extra></extra>",
+        **style,
+    )
 
 
 def _axis_layout(
@@ -277,16 +287,17 @@ def shown_value(name: str, value: float) -> str:
     return short_value(name, value) if name in COST_AXES else f"{value:.4g}"
 
 
+def point_text(values: dict[str, float]) -> str:
+    """A point of the objectives as the report writes it: ``top1 0, macs 8.4G``."""
+    return ", ".join(f"{k} {shown_value(k, v)}" for k, v in values.items())
+
+
 def _hypervolume_title(analysis: Analysis) -> str:
     """What the normalized hypervolume is a fraction of, in the objectives' own units."""
-
-    def point(values: dict[str, float]) -> str:
-        return ", ".join(f"{k} {shown_value(k, v)}" for k, v in values.items())
-
     return (
         "Hypervolume, normalized: the fraction of the box from the fixed reference point "
-        f"({point(analysis.reference)})<br>to the ideal point ({point(analysis.ideal)}) that the front "
-        "dominates (0: nothing, 1: the ideal reached)"
+        f"({point_text(analysis.reference)})<br>to the ideal point ({point_text(analysis.ideal)}) that the "
+        "front dominates (0: nothing, 1: the ideal reached)"
     )
 
 
