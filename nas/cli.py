@@ -725,7 +725,7 @@ def compare(
     with _user_errors():
         from results.comparison import check_by
         from results.comparison import compare as compare_studies
-        from results.comparison_page import write_comparison
+        from results.comparison_page import groups_shown, write_comparison
 
         check_by(by)  # before any study is read
         run_dirs = [_run_dir(study, runs_dir) for study in studies]
@@ -751,14 +751,12 @@ def compare(
             soft_wrap=True,
         )
     if by is not None:
-        groups = comparison.group_table()
-        table = Table(title=f"by {by}: mean ± std over each group's studies", title_justify="left")
-        means = [c for c in groups.columns if c.endswith(" mean") and c != "device time mean"]
-        for column in (by, "studies", *(m.removesuffix(" mean") for m in means), "device time"):
-            table.add_column(column, overflow="fold")
-        for _, row in groups.iterrows():
-            spreads = [f"{row[m]:.4f} ± {row[m.removesuffix(' mean') + ' std']:.4f}" for m in means]
-            table.add_row(str(row[by]), str(row["studies"]), *spreads, str(row["device time mean"]))
+        groups = groups_shown(comparison.group_table())
+        table = Table(title=f"by {by}: over each group's studies", title_justify="left")
+        for column in groups.columns:
+            table.add_column(str(column), overflow="fold")
+        for row in groups.itertuples(index=False):
+            table.add_row(*map(str, row))
         console.print(table)
     for path in written[1:]:
         console.print(f"table: {path}", highlight=False, soft_wrap=True)

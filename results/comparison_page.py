@@ -21,7 +21,7 @@ from results.comparison import Comparison, group_value
 from results.page import CSS, html_table, write_text
 from results.plots import axes_pairs, axis_label, point_text, short_value, trials_trace
 
-__all__ = ["write_comparison"]
+__all__ = ["groups_shown", "write_comparison"]
 
 _WIDTH, _HEIGHT = 1080, 540
 
@@ -48,7 +48,7 @@ def write_comparison(comparison: Comparison, out: str | Path) -> list[Path]:
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
         f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>",
-        f"<h2>By {html.escape(comparison.by)}</h2>{html_table(_spread(groups))}"
+        f"<h2>By {html.escape(comparison.by)}</h2>{html_table(groups_shown(groups))}"
         if groups is not None
         else "",
         "<h2>Studies</h2>" if groups is not None else "",
@@ -84,8 +84,9 @@ def _shown(table: pd.DataFrame, comparison: Comparison) -> pd.DataFrame:
     return shown
 
 
-def _spread(groups: pd.DataFrame) -> pd.DataFrame:
-    """The groups' table as the page shows it: each mean with its spread, ``0.265 ± 0.012``."""
+def groups_shown(groups: pd.DataFrame) -> pd.DataFrame:
+    """The groups' table as the page and the command show it: each mean with its spread, ``0.2650 ±
+    0.0120`` (the mean alone for a group of one study)."""
     shown = groups.drop(columns=[c for c in groups.columns if c.endswith(" std")])
     for column in [c for c in groups.columns if c.endswith(" mean") and c != "device time mean"]:
         spread = groups[column.removesuffix(" mean") + " std"]
