@@ -128,9 +128,10 @@ class SearchSettings:
         self._check_types()
         self._check_rung_val_images()
         self._check_sizes()
-        get_space(self.space).profile(self.profile)  # ValueError names the known spaces, profiles
+        whole = get_space(self.space)  # ValueError names the known spaces
+        whole.profile(self.profile)
         if self.narrow:
-            object.__setattr__(self, "narrow", narrowing(get_space(self.space), self.narrow))
+            object.__setattr__(self, "narrow", narrowing(whole, self.narrow))
         space = self.search_space
         evaluator = get_evaluator(self.evaluator)  # ValueError names the registered evaluators
         if self.backend not in BACKENDS:
@@ -208,8 +209,9 @@ class SearchSettings:
                 "enqueue: a Ray study evaluates the architectures given at its start (its searcher is "
                 f"restored as it was); start a new study with them, or use {option('backend', 'optuna')}"
             )
+        baselines = get_space(self.space).baselines()  # the whole space's names, once
         for name, flat in self.enqueue.items():
-            if name in get_space(self.space).baselines():
+            if name in baselines:
                 raise ValueError(f"enqueue: {name} is the name of a {self.space} baseline; rename its file")
             if not (isinstance(name, str) and _STUDY_NAME.fullmatch(name)):
                 raise ValueError(
@@ -223,8 +225,7 @@ class SearchSettings:
             except ValueError as err:
                 raise ValueError(f"enqueue: {name}: {err}") from None
             if why is not None:
-                narrowed = self.space_words.removeprefix(self.space)
-                raise ValueError(f"enqueue: {name} is not in the {self.space} space{narrowed}: {why}")
+                raise ValueError(f"enqueue: {name} is not in the {self.space} space{self._narrowed}: {why}")
 
     def first_points(self) -> dict[str, Any]:
         """The architectures a search evaluates before it samples, by name: the space's baselines (one name
@@ -382,9 +383,14 @@ class SearchSettings:
     @property
     def space_words(self) -> str:
         """The space searched, in words: ``coatnet`` or ``coatnet narrowed to s3.op=rel,ext``."""
+        return self.space + self._narrowed
+
+    @property
+    def _narrowed(self) -> str:
+        """`` narrowed to s3.op=rel,ext``, or nothing for a whole space."""
         from search_spaces.narrowed import describe
 
-        return f"{self.space} narrowed to {describe(self.narrow)}" if self.narrow else self.space
+        return f" narrowed to {describe(self.narrow)}" if self.narrow else ""
 
     @functools.cached_property
     def limits(self) -> Any:
