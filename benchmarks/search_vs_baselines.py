@@ -58,11 +58,9 @@ import fcntl
 import functools
 import hashlib
 import json
-import math
 import os
 import platform
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -83,6 +81,7 @@ from evaluators.complexity import count  # noqa: E402
 from evaluators.data import load_dataset  # noqa: E402
 from nas.arch import Arch  # noqa: E402
 from results.pareto import pareto_front  # noqa: E402
+from results.stats import LEVEL, paired  # noqa: E402
 from results.store import feasible_rows  # noqa: E402
 from search_spaces import get_space  # noqa: E402
 
@@ -96,7 +95,6 @@ PAIRS = {
 }
 SIDES = ("found", "baseline")  # of a pair, trained in this order
 DATASETS = ("fashion-mnist", "cifar10")  # cifar10 only where evaluators.data finds a copy
-LEVEL = 0.95  # of the paired difference's interval
 
 Runner = Callable[[list[str]], int]
 
@@ -420,79 +418,6 @@ def schedule(
                 if job not in jobs:
                     jobs.append(job)
     return jobs
-
-
-# --- statistics ------------------------------------------------------------------------------------------
-
-
-def _t_cdf(t: float, df: int) -> float:
-    """Student's t distribution's CDF (Simpson's rule on its density; exact to ~1e-10 for what we need)."""
-    if t < 0:
-        return 1.0 - _t_cdf(-t, df)
-    log_c = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
-
-    def pdf(x: float) -> float:
-        return math.exp(log_c - (df + 1) / 2 * math.log1p(x * x / df))
-
-    steps = 2000
-    h = t / steps
-    area = pdf(0.0) + pdf(t) + sum((4 if i % 2 else 2) * pdf(i * h) for i in range(1, steps))
-    return 0.5 + area * h / 3
-
-
-def t_quantile(p: float, df: int) -> float:
-    """The ``p`` quantile (p > 0.5) of Student's t with ``df`` degrees of freedom, by bisection."""
-    lo, hi = 0.0, 1.0
-    while _t_cdf(hi, df) < p:
-        hi *= 2
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if _t_cdf(mid, df) < p else (lo, mid)
-    return (lo + hi) / 2
-
-
-def paired(found: dict[int, float], baseline: dict[int, float]) -> dict[str, Any]:
-    """Mean, std and n of each side's top-1 over its finished seeds, and the paired difference found -
-    baseline over the seeds both finished: mean, std, a two-sided t-test's 95% interval and p-value."""
-
-    def side(values: dict[int, float]) -> dict[str, Any]:
-        vals = list(values.values())
-        return {
-            "n": len(vals),
-            "mean": statistics.fmean(vals) if vals else None,
-            "std": statistics.stdev(vals) if len(vals) > 1 else None,
-        }
-
-    seeds = sorted(set(found) & set(baseline))
-    diffs = [found[s] - baseline[s] for s in seeds]
-    out: dict[str, Any] = {"found": side(found), "baseline": side(baseline), "seeds": seeds, "n": len(diffs)}
-    diff: dict[str, Any] = {"mean": statistics.fmean(diffs) if diffs else None, "values": diffs}
-    if len(diffs) > 1:
-        sd = statistics.stdev(diffs)
-        se = sd / math.sqrt(len(diffs))
-        half = t_quantile(0.5 + LEVEL / 2, len(diffs) - 1) * se
-        diff.update(std=sd, ci=[diff["mean"] - half, diff["mean"] + half], level=LEVEL)
-        if se > 0:
-            diff["t"] = diff["mean"] / se
-            diff["p"] = 2 * (1 - _t_cdf(abs(diff["t"]), len(diffs) - 1))
-    out["difference"] = diff
-    out["verdict"] = verdict(diff)
-    return out
-
-
-def verdict(diff: dict[str, Any]) -> str:
-    """The plain sentence for a pair's difference."""
-    if diff["mean"] is None:
-        return "no seed with both networks trained yet"
-    if "ci" not in diff:
-        lead = "found ahead" if diff["mean"] > 0 else "found does not win"
-        return f"{lead} on {len(diff['values'])} seed (no test with n < 2)"
-    lo, hi = diff["ci"]
-    if lo > 0:
-        return "found wins (the 95% interval is above 0)"
-    if hi < 0:
-        return "found does not win: the baseline is better (the 95% interval is below 0)"
-    return "found does not win: no significant difference (the 95% interval holds 0)"
 
 
 # --- the study -------------------------------------------------------------------------------------------

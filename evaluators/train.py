@@ -51,7 +51,7 @@ from nas.atomic import Held, nearest_existing, scratch_folder, sole
 from nas.create import save_model
 from search_spaces.base import ProxyProfile
 
-__all__ = ["RECIPES", "FullTrainConfig", "TrainStatus", "train_arch"]
+__all__ = ["RECIPES", "FullTrainConfig", "TrainStatus", "TrainingHeld", "train_arch"]
 
 Report = Callable[[int, dict[str, float]], None]
 
@@ -159,6 +159,10 @@ Progress = Callable[[TrainStatus], None]
 TRAIN_LOCK = ".training.lock"  # in the run folder: held by the one process training there
 
 
+class TrainingHeld(ValueError):
+    """The run folder is being trained by another process (a bad-input error: one sentence, exit 2)."""
+
+
 def train_arch(
     arch: Arch,
     profile: ProxyProfile,
@@ -192,7 +196,7 @@ def train_arch(
                 if made is not None and not (out / "checkpoint.pt").exists():
                     _remove_made(out, made)
     except Held as held:
-        raise ValueError(
+        raise TrainingHeld(
             f"{out} is being trained by another process ({held.holder}); wait for it to end, then pass "
             "--resume to continue it, or another --out"
         ) from None

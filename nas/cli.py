@@ -8,6 +8,7 @@ not a number) are caught here and printed as one sentence with exit code 2. Ever
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import time
@@ -834,29 +835,20 @@ def train(
 ) -> None:
     """Train one architecture with checkpoints every epoch; ends with model.pt (nas.create_model loads it)."""
     with _user_errors():
-        whole("epochs", epochs, 1, MAX_EPOCHS)
-        whole("batch-size", batch_size, 1, MAX_BATCH)
-        if train_samples is not None:
-            whole("train-samples", train_samples, 1, MAX_IMAGES)
         whole("seed", seed, 0, MAX_SEED)
         from evaluators.complexity import pick_device
         from evaluators.data import load_dataset
-        from evaluators.train import RECIPES, FullTrainConfig, train_arch
+        from evaluators.train import train_arch
         from nas.atomic import scratch_folder
         from nas.create import resolve_arch, weights_name
         from nas.train_view import TrainView
         from search_spaces import get_space
 
+        given = {"randaugment": randaugment, "mixup": mixup, "cutmix": cutmix, "ema_decay": ema_decay}
+        config = _train_config(epochs, batch_size, train_samples, lr, recipe, given, seed=seed)
         built = resolve_arch(arch)
         name = profile or ("full" if pick_device().type == "cuda" else "cpu")
         prof = get_space(space).profile(name)
-        if recipe is not None and recipe not in RECIPES:
-            raise ValueError(f"recipe: unknown {recipe!r}; known: {', '.join(RECIPES)}")
-        given = {"randaugment": randaugment, "mixup": mixup, "cutmix": cutmix, "ema_decay": ema_decay}
-        pieces = {**RECIPES.get(recipe or "", {}), **{k: v for k, v in given.items() if v is not None}}
-        config = FullTrainConfig(
-            epochs=epochs, batch_size=batch_size, train_samples=train_samples, lr=lr, seed=seed, **pieces
-        )
         data = load_dataset(dataset, img_size=prof.img_size, data_dir=data_dir, seed=seed, download=download)
         default = Path(arch).stem if arch.endswith(".json") else weights_name(built).removesuffix(".pt")
         target = Path(out) if out else Path("runs") / "train" / default
@@ -875,6 +867,162 @@ def train(
             )
     console.print(f"top-1 {result['top1']:.2f}% after {result['epochs']} epochs")
     console.print(f"model: {result['model_file']}")
+
+
+def _train_config(
+    epochs: int,
+    batch_size: int,
+    train_samples: int | None,
+    lr: float,
+    recipe: str | None,
+    given: dict[str, Any],
+    **fields: Any,
+) -> Any:
+    """The schedule of ``nas train`` and ``nas retrain``: a recipe's pieces (:data:`RECIPES`), then those
+    given (not None) over them."""
+    from evaluators.train import RECIPES, FullTrainConfig
+
+    whole("epochs", epochs, 1, MAX_EPOCHS)
+    whole("batch-size", batch_size, 1, MAX_BATCH)
+    if train_samples is not None:
+        whole("train-samples", train_samples, 1, MAX_IMAGES)
+    if recipe is not None and recipe not in RECIPES:
+        raise ValueError(f"recipe: unknown {recipe!r}; known: {', '.join(RECIPES)}")
+    pieces = {**RECIPES.get(recipe or "", {}), **{k: v for k, v in given.items() if v is not None}}
+    return FullTrainConfig(
+        epochs=epochs, batch_size=batch_size, train_samples=train_samples, lr=lr, **pieces, **fields
+    )
+
+
+@app.command()
+def retrain(
+    study: Annotated[str, typer.Argument(help="Study name (under --runs-dir) or a run directory.")],
+    trial: Annotated[
+        list[int] | None, typer.Option(help="Trial to retrain (repeatable). \\[default: the Pareto front]")
+    ] = None,
+    top: Annotated[int | None, typer.Option(help="Only the front's N best by the first objective.")] = None,
+    baselines: Annotated[
+        bool, typer.Option(help="Also retrain the baselines (and enqueued networks) the study ran.")
+    ] = True,
+    seeds: Annotated[str, typer.Option(help="Seeds, each a training of every network.")] = "0,1,2",
+    epochs: Annotated[int, typer.Option(help="Passes over the training images.")] = 10,
+    batch_size: Annotated[int, typer.Option(help="Images per step.")] = 64,
+    train_samples: Annotated[int | None, typer.Option(help="Training images used (default: all).")] = None,
+    lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = 1e-3,
+    recipe: Annotated[
+        str | None, typer.Option(help="coatnet: RandAugment, Mixup/CutMix, EMA as the CoAtNet paper.")
+    ] = None,
+    profile: Annotated[
+        str | None, typer.Option(help="cpu | gpu | full. \\[default: the study's profile]")
+    ] = None,
+    dataset: Annotated[str | None, typer.Option(help="\\[default: the study's dataset]")] = None,
+    data_dir: Annotated[str | None, typer.Option(help="Where the dataset lives.")] = None,
+    download: Annotated[
+        bool, typer.Option("--download", help="Download the dataset with torchvision if no copy is found.")
+    ] = False,
+    out: Annotated[str | None, typer.Option(help="Folder. \\[default: runs/<study>/retrain]")] = None,
+    runs_dir: Annotated[str, typer.Option(help="Folder of the run directories.")] = "runs",
+) -> None:
+    """Retrain a study's front and its baselines alike over seeds; writes retrain.html and its tables.
+
+    Each training is a nas train run (checkpointed: a rerun continues); found networks are compared with
+    each baseline at no more cost, by a paired t-test over the seeds."""
+    with _user_errors():
+        from nas.train_view import TrainView
+        from results.retrain import finished_runs, plan_retrain, run_retrain, summarize
+        from results.retrain_page import write_retraining
+
+        config = _train_config(epochs, batch_size, train_samples, lr, recipe, {})
+        run_dir = _run_dir(study, runs_dir)
+        behind = _refresh(run_dir)
+        plan = plan_retrain(
+            run_dir,
+            config=config,
+            trials=trial or None,
+            top=top,
+            baselines=baselines,
+            seeds=_seed_list(seeds),
+            profile=profile,
+            dataset=dataset,
+            data_dir=data_dir,
+            out=out,
+        )
+        _say_behind(behind)
+        total = len(plan.members) * len(plan.seeds)
+        console.print(
+            f"retraining {_count(len(plan.members), 'network')} x {_count(len(plan.seeds), 'seed')} "
+            f"({plan.profile.name} profile, {plan.profile.img_size} px, {plan.dataset}, "
+            f"{_count(epochs, 'epoch')}) -> {plan.out}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        views: list[Any] = []
+
+        def started(index: int, _: int, member: Any, seed: int) -> tuple[Any, Any]:
+            console.print(
+                f"[{index}/{total}] {member.label} seed {seed}: {plan.profile.apply(member.arch).key}",
+                highlight=False,
+                soft_wrap=True,
+            )
+            view = TrainView(console, epochs)
+            views.append(view.__enter__())
+            return view.epoch, view.batch
+
+        def finished(result: Any, member: Any, seed: int, skipped: str) -> None:
+            while views:
+                views.pop().__exit__(None, None, None)
+            if skipped:
+                err_console.print(f"[yellow]skipped[/]: {skipped}", highlight=False, soft_wrap=True)
+            write_retraining(summarize(plan, finished_runs(plan)))  # the page holds what has finished
+
+        try:
+            results, skipped = run_retrain(plan, started=started, finished=finished, download=download)
+        finally:
+            while views:
+                views.pop().__exit__(None, None, None)
+        retraining = summarize(plan, results)
+        paths = write_retraining(retraining)
+    _print_retraining(retraining)
+    for why in skipped:
+        err_console.print(f"[yellow]not finished[/]: {why}", highlight=False, soft_wrap=True)
+    console.print(f"retraining: {paths[0]}", highlight=False, soft_wrap=True)
+
+
+def _seed_list(text: str) -> list[int]:
+    items = [item.strip() for item in text.split(",")]
+    if not all(item.isdigit() for item in items):
+        raise ValueError(f"seeds: whole numbers separated by commas, such as 0,1,2; got {text!r}")
+    return [whole("seeds", int(item), 0, MAX_SEED) for item in items]
+
+
+def _print_retraining(retraining: Any) -> None:
+    from results.retrain_page import agreement_text, comparisons_table, schedule_text
+
+    def pm(mean: float, std: float) -> str:
+        return "" if math.isnan(mean) else f"{mean:.2f}" + ("" if math.isnan(std) else f" +- {std:.2f}")
+
+    console.print(schedule_text(retraining), highlight=False)
+    table = Table(title="found networks against the baselines, at no more cost")
+    for column in (
+        "baseline",
+        "found",
+        "found top-1",
+        "baseline top-1",
+        "difference [95% CI]",
+        "p",
+        "verdict",
+    ):
+        table.add_column(column)
+    for row in comparisons_table(retraining).itertuples(index=False):
+        diff = "" if math.isnan(row.difference) else f"{row.difference:+.2f}"
+        if not math.isnan(row.ci_low):
+            diff += f" [{row.ci_low:+.2f}, {row.ci_high:+.2f}]"
+        p = "" if math.isnan(row.p) else f"{row.p:.3f}"
+        found, base = pm(row.found_top1, row.found_std), pm(row.baseline_top1, row.baseline_std)
+        table.add_row(row.baseline, row.found, found, base, diff, p, row.verdict.split(" (")[0])
+    if table.row_count:
+        console.print(table)
+    console.print(agreement_text(retraining), highlight=False)
 
 
 def main() -> None:

@@ -28,7 +28,10 @@ from results.plot_layout import Box, integer_step, log_ticks, place_labels
 __all__ = [
     "axes_pairs",
     "axis_label",
+    "axis_layout",
+    "fixed_size",
     "hypervolume_figure",
+    "label_baselines",
     "point_text",
     "scatter_figure",
     "short_value",
@@ -117,20 +120,30 @@ def scatter_figure(analysis: Analysis, x: str, y: str) -> Any:
     )
     shown = sorted({*done, *rejected})
     axes = {
-        a: _axis_layout(analysis, frame, shown, name, log=name in COST_AXES)
+        a: axis_layout(frame, shown, name, log=name in COST_AXES, also=_limit(analysis, name))
         for a, name in (("x", x), ("y", y))
     }
-    _label_baselines(fig, frame, marked, [i for i in shown if i not in marked], labels, axes, x, y)
+    label_baselines(fig, frame, marked, [i for i in shown if i not in marked], labels, axes, x, y)
+    fixed_size(fig, f"{axis_label(y)} vs {axis_label(x)}", axes, axis_label(x), axis_label(y))
+    return fig
+
+
+def _limit(analysis: Analysis, name: str) -> tuple[float, ...]:
+    return (analysis.limits[name],) if name in analysis.limits else ()
+
+
+def fixed_size(fig: Any, title: str, axes: dict[str, dict[str, Any]], x_title: str, y_title: str) -> None:
+    """Lay ``fig`` out at the scatter plots' fixed size in pixels (where :func:`label_baselines` placed its
+    labels), its legend in one row above the plot."""
     fig.update_layout(
-        title={"text": f"{axis_label(y)} vs {axis_label(x)}", "y": 0.98, "yanchor": "top"},
-        xaxis={"title": axis_label(x), **axes["x"]},
-        yaxis={"title": axis_label(y), **axes["y"]},
+        title={"text": title, "y": 0.98, "yanchor": "top"},
+        xaxis={"title": x_title, **axes["x"]},
+        yaxis={"title": y_title, **axes["y"]},
         width=_WIDTH,
         height=_HEIGHT,
         margin={**_MARGIN, "autoexpand": False},
         legend={"orientation": "h", "x": 0, "y": 1.02, "xanchor": "left", "yanchor": "bottom"},
     )
-    return fig
 
 
 def trials_trace(
@@ -152,14 +165,13 @@ def trials_trace(
     )
 
 
-def _axis_layout(
-    analysis: Analysis, frame: pd.DataFrame, rows: list[int], name: str, *, log: bool
+def axis_layout(
+    frame: pd.DataFrame, rows: list[int], name: str, *, log: bool, also: tuple[float, ...] = ()
 ) -> dict[str, Any]:
-    """A plot axis over the values of ``rows`` (and the metric's limit), padded by 6 %; a log axis (costs)
-    gets round ticks labelled like 25M, 4.2G."""
+    """A plot axis over the values of ``rows`` of column ``name`` (and the values ``also``: a limit, error
+    bars' ends), padded by 6 %; a log axis (costs) gets round ticks labelled like 25M, 4.2G."""
     values = [float(v) for v in pd.to_numeric(frame.loc[rows, name], errors="coerce") if math.isfinite(v)]
-    if name in analysis.limits:
-        values.append(analysis.limits[name])
+    values += [float(v) for v in also if math.isfinite(v)]
     if log:
         values = [v for v in values if v > 0]
     if not values:
@@ -179,7 +191,7 @@ def _axis_layout(
     return {"type": "linear", "range": [low - pad, high + pad]}
 
 
-def _label_baselines(
+def label_baselines(
     fig: Any,
     frame: pd.DataFrame,
     marked: list[int],
@@ -189,8 +201,9 @@ def _label_baselines(
     x: str,
     y: str,
 ) -> None:
-    """Write each baseline's label beside its star, placed in pixels (:func:`place_labels`) so that
-    none overlaps another, covers a point or leaves the plot; a leader line joins it to its star."""
+    """Write each baseline's label beside its star (``marked``: rows of ``frame``, ``labels`` indexed by
+    row; ``unmarked``: the other points), placed in pixels (:func:`place_labels`) so that none overlaps
+    another, covers a point or leaves the plot; a leader line joins it to its star."""
     if not marked or "range" not in axes["x"] or "range" not in axes["y"]:
         return
     width = _WIDTH - _MARGIN["l"] - _MARGIN["r"]

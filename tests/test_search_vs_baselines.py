@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
-import math
 import shutil
 import sys
 from pathlib import Path
@@ -54,23 +53,6 @@ def test_pick_found_takes_the_best_searched_trial_within_the_baselines_macs(svb)
     assert svb.pick_found(rows, 100)["number"] == 4
     assert svb.pick_found(rows, 200)["number"] == 1
     assert svb.pick_found(rows, 59) is None
-
-
-def test_t_quantile_and_paired_statistics(svb):
-    assert svb.t_quantile(0.975, 2) == pytest.approx(4.302653, abs=1e-5)
-    assert svb.t_quantile(0.975, 10) == pytest.approx(2.228139, abs=1e-5)
-    found, baseline = {0: 90.0, 1: 91.0, 2: 92.0, 3: 70.0}, {0: 89.0, 1: 89.5, 2: 91.0}
-    out = svb.paired(found, baseline)
-    assert out["n"] == 3 and out["seeds"] == [0, 1, 2]  # seed 3 has no baseline run: not paired
-    assert out["found"]["n"] == 4 and out["baseline"]["mean"] == pytest.approx(89.833333)
-    diff = out["difference"]
-    assert diff["mean"] == pytest.approx(7 / 6)
-    half = 4.302653 * (0.5 / math.sqrt(3)) / math.sqrt(3)  # the diffs 1, 1.5, 1 have std 0.5/sqrt(3)
-    assert diff["ci"] == pytest.approx([7 / 6 - half, 7 / 6 + half], abs=1e-5)
-    assert 0 < diff["p"] < 0.05 and out["verdict"].startswith("found wins")
-    worse = svb.paired({0: 1.0, 1: 2.0, 2: 0.0}, {0: 1.0, 1: 1.0, 2: 2.0})
-    assert worse["verdict"].startswith("found does not win: no significant")
-    assert svb.paired({0: 1.0}, {0: 2.0})["verdict"].startswith("found does not win on 1 seed")
 
 
 def _job(svb, tmp_path, seed=0):
