@@ -71,23 +71,33 @@ def test_an_enqueued_baseline_network_runs_once_under_the_baselines_name(tmp_pat
     assert list(table["arch"]).count(baseline.key) == 1 and "same" not in set(table["baseline"])
 
 
-def test_ray_runs_enqueued_architectures_first(tmp_path: Path) -> None:
+def test_ray_runs_enqueued_architectures_first_and_a_resume_adds_more(tmp_path: Path) -> None:
     import ray
 
-    flat = SPACE.sample_random(3).to_flat()
+    flat, big = SPACE.sample_random(3).to_flat(), SPACE.sample_random(7).to_flat()
     settings = cheap_settings(
         tmp_path, backend="ray", budget="2trials", baselines=False, enqueue={"mine": flat}
     )
     ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
         outcome = run_search(settings)
+        table = outcome.trials.set_index("number")
+        assert table.loc[0, "arch"] == SPACE.sample_random(3).key and table.loc[0, "baseline"] == "mine"
+        refresh_trials(outcome.run_dir)  # `nas report` reads the study with the settings its manifest records
+        # a resume may add networks, as on Optuna: the new one runs first, the one run already does not
+        again = cheap_settings(
+            tmp_path, backend="ray", budget="4trials", baselines=False, resume=True,
+            enqueue={"mine": flat, "big": big},
+        )  # fmt: skip
+        outcome = run_search(again)
     finally:
         ray.shutdown()
     table = outcome.trials.set_index("number")
-    assert table.loc[0, "arch"] == SPACE.sample_random(3).key and table.loc[0, "baseline"] == "mine"
-    refresh_trials(outcome.run_dir)  # `nas report` reads the study with the settings its manifest records
-    with pytest.raises(ValueError, match="a Ray study evaluates the architectures given at its start"):
-        cheap_settings(tmp_path, backend="ray", resume=True, enqueue={"mine": flat})
+    assert len(table) == 4 and table.loc[2, "baseline"] == "big"
+    assert table.loc[2, "arch"] == SPACE.sample_random(7).key
+    assert list(table["baseline"].fillna("")).count("mine") == 1
+    manifest = json.loads((outcome.run_dir / "manifest.json").read_text())
+    assert set(manifest["settings"]["enqueue"]) == {"mine", "big"}
 
 
 @pytest.mark.parametrize(

@@ -60,6 +60,7 @@ _REPEAT = "__repeat"  # a suggested architecture the study has a result of: that
 _RUNNERS: dict[str, TrialRunner] = {}  # this worker process's runner, by its settings
 _LIVE: dict[str, tuple[SearchProgress | None, Session]] = {}  # by study: this session's live view and span
 _STOPPED: dict[str, NothingFeasible] = {}  # by study: why the searcher stopped before the budget ran out
+_ENQUEUED: dict[str, dict[str, dict[str, Any]]] = {}  # by study: a resume's first points, by name, encoded
 
 
 def _settings_dict(settings: SearchSettings) -> dict[str, Any]:
@@ -214,6 +215,21 @@ class BudgetedSearcher(Searcher):
             self.ledger.budget, lambda: [*others, self.session.span()], self.ladder_shape
         )
         self.used = set(self.numbers.values()) | {t["number"] for t in self.ledger.trials.values()}
+        self._enqueue_new()
+
+    def _enqueue_new(self) -> None:
+        """At a resume, queue the named networks given now (``--enqueue``) that the study has not run, first
+        in the inner searcher's Optuna study, as the first session's were (OptunaSearch enqueues its
+        ``points_to_evaluate`` there): the inner searcher suggests them and learns their results. A point
+        queued by an earlier session and not run yet is queued once (``skip_if_exists``)."""
+        points = _ENQUEUED.get(self.view)
+        study = getattr(self.inner, "_ot_study", None)  # OptunaSearch's study: no public accessor
+        if not points or study is None:
+            return
+        ran = {entry["attrs"].get("baseline") for entry in self.ledger.trials.values()}
+        for name, params in points.items():
+            if name not in ran:
+                study.enqueue_trial(params, skip_if_exists=True)
 
     def set_search_properties(self, metric: Any, mode: Any, config: dict, **spec: Any) -> bool:
         return True  # metric and mode are the inner searcher's (declared objectives)
@@ -586,6 +602,9 @@ def _fit(
         progress,
         Session(),
     )  # the searcher (pickled with the experiment) finds them
+    if settings.resume:  # and the networks to evaluate first that this session adds
+        space = settings.search_space
+        _ENQUEUED[settings.study_name] = {n: space.encode(a) for n, a in settings.first_points().items()}
     if settings.resume and progress is not None:  # the whole study's front, earlier sessions' included
         progress.add_rows(collect_ray(settings)[0].to_dict("records"))
     _start_session(settings, gpus, lambda: started(str(exp)) if started is not None else None)
@@ -615,6 +634,7 @@ def _fit(
         grid = tuner.fit()
     finally:
         _LIVE.pop(settings.study_name, None)
+        _ENQUEUED.pop(settings.study_name, None)
     if settings.study_name in _STOPPED:
         raise _STOPPED.pop(settings.study_name)
     return grid

@@ -220,7 +220,7 @@ def _settings_of(run_dir: Path) -> SearchSettings:
     values = read_manifest(run_dir).get("settings")
     if not isinstance(values, dict):
         raise ValueError(f"{run_dir / 'manifest.json'} records no settings")
-    # what reading the study needs: not the architectures to enqueue (a Ray study takes none at a resume)
+    # what reading the study needs: not the architectures to enqueue (reading evaluates none)
     names = {f.name for f in dataclasses.fields(SearchSettings)} - {"extra", "runs_dir", "resume", "repair"}
     names.discard("enqueue")
     values = {name: value for name, value in values.items() if name in names}

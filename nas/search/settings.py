@@ -204,11 +204,6 @@ class SearchSettings:
 
         if len(self.enqueue) > MAX_ENQUEUED:
             raise ValueError(f"enqueue: at most {MAX_ENQUEUED} architectures, got {len(self.enqueue):,}")
-        if self.enqueue and self.backend == "ray" and self.resume:
-            raise ValueError(
-                "enqueue: a Ray study evaluates the architectures given at its start (its searcher is "
-                f"restored as it was); start a new study with them, or use {option('backend', 'optuna')}"
-            )
         baselines = get_space(self.space).baselines()  # the whole space's names, once
         for name, flat in self.enqueue.items():
             if name in baselines:
