@@ -9,7 +9,10 @@ analyses it once (:func:`results.analysis.analyse`) and writes, beside it:
   choice; which choices matter for each objective (:mod:`results.importance`); a drawing of each front
   architecture (:mod:`results.arch_drawing`), reached from the front table's trial numbers and by clicking a
   point of a plot; for each baseline, the found architectures that dominate it and by how much; the failed
-  trials with their reasons; the manifest. An empty front says why (:func:`results.store.why_no_front`).
+  trials with their reasons; where ``nas retrain`` has written ``retrain/`` beside it (its default folder),
+  each baseline against the found network that beats it at no more cost, retrained, and a link to the
+  retraining's page (:mod:`results.retrain`); the manifest. An empty front says why
+  (:func:`results.store.why_no_front`).
 - ``pareto.png`` (matplotlib, :func:`results.plots.write_png`) and ``pareto.csv`` (the front's rows of the
   trials table).
 
@@ -113,6 +116,7 @@ def write_report(run_dir: str | Path) -> Path:
         html_table(_baseline_table(analysis)) if analysis.baselines else "<p>No baseline was run.</p>",
         "<h2>Failed trials</h2>",
         html_table(failed) if len(failed) else "<p>None.</p>",
+        _retrained_html(run_dir),
         "<h2>Manifest</h2>",
         # redacted again: a manifest written before passwords were hidden may still hold one
         f"<pre>{html.escape(json.dumps(redact_all(read_manifest(run_dir)), indent=1))}</pre>",
@@ -122,6 +126,31 @@ def write_report(run_dir: str | Path) -> Path:
     path = run_dir / "report.html"
     write_text(path, "\n".join(parts))
     return path
+
+
+def _retrained_html(run_dir: Path) -> str:
+    """The retraining ``nas retrain`` wrote into ``run_dir/retrain`` (its comparisons, read as CSV data), with
+    a link to its page; nothing where there is none or it cannot be read."""
+    folder = run_dir / "retrain"
+    try:
+        table = pd.read_csv(folder / "comparisons.csv", keep_default_na=False, na_values=[""])
+    except (OSError, ValueError):
+        return ""
+    shown = table[[c for c in _RETRAINED_COLUMNS if c in table.columns]].copy()
+    for column in ("found_top1", "baseline_top1", "difference"):
+        if column in shown:
+            shown[column] = pd.to_numeric(shown[column], errors="coerce").round(2)
+    link = "<a href='retrain/retrain.html'>retrain/retrain.html</a>"
+    return (
+        "<h2>Retrained (nas retrain)</h2><p>Each baseline against the found network with the best retrained "
+        f"top-1 among those that cost no more, over seeds; the schedule, the spread and the plot: {link}.</p>"
+        + (html_table(shown) if len(shown) else "<p>The retraining holds no baseline.</p>")
+    )
+
+
+_RETRAINED_COLUMNS = (
+    "baseline", "found", "found_top1", "baseline_top1", "seeds", "difference", "p", "verdict"
+)  # fmt: skip
 
 
 def _importance_html(importance: ChoiceImportance) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -225,3 +226,20 @@ def test_bad_input_is_one_sentence_and_exit_2(study: Path, args: list[str], says
     result = CliRunner().invoke(app, ["retrain", *target, "--runs-dir", str(study.parent)])
     assert result.exit_code == 2, result.output
     assert says in result.output and "Traceback" not in result.output
+
+
+def test_the_study_report_shows_the_retraining_beside_it(study: Path, tmp_path: Path) -> None:
+    from results.report import write_report
+    from results.retrain import finished_runs
+    from results.retrain_page import write_retraining
+
+    copy = tmp_path / "t"
+    shutil.copytree(study, copy, ignore=shutil.ignore_patterns("retrain"))
+    assert "Retrained (nas retrain)" not in write_report(copy).read_text()
+    plan = plan_retrain(copy, config=TINY, top=1, seeds=[0], dataset="synthetic")
+    assert plan.out == copy / "retrain"
+    run_retrain(plan)
+    write_retraining(summarize(plan, finished_runs(plan)))
+    page = write_report(copy).read_text()
+    assert "Retrained (nas retrain)" in page and "href='retrain/retrain.html'" in page
+    assert "<td>mine</td>" in page
