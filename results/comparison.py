@@ -9,8 +9,9 @@ values compare.
 
 Budgets differ between studies, so the comparison is made at equal device time too: each study's hypervolume
 when it had spent as much as the study that spent least (``equal_spend``). A study's device time is its
-overhead (a one-shot supernet's training, trials lost or interrupted: charged as a study's set-up, counted
-here before its first trial) and then its trials' charges in trial order.
+set-up overhead (a one-shot supernet's training), counted before its first trial, and then its trials'
+charges in trial order; a lost trial's charge (overhead too: the time up to its last heartbeat) is counted
+at its own trial's place, where it was spent.
 
 A claim about a search method rests on several seeds: ``by`` (``--by sampler``) groups the studies by a
 setting (:data:`GROUP_BY`) and gives each group's mean and spread over its studies.
@@ -23,7 +24,9 @@ so.
 
 from __future__ import annotations
 
+import itertools
 import math
+import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -205,29 +208,44 @@ def _study(
     raw = hypervolume_history(
         counted, [o.direction for o in objectives], [reference[o.name] for o in objectives]
     )
-    overhead = _overhead(manifest)
+    setup, spent = _spent(manifest, analysis)
     return StudyResult(
         label=label,
         run_dir=run_dir,
         manifest=manifest,
         analysis=analysis,
-        spent=[overhead + s for s in analysis.spent],
+        spent=spent,
         hypervolume=[hv / box if box else 0.0 for hv in raw],
-        overhead=overhead,
+        overhead=setup,
     )
 
 
-def _overhead(manifest: dict[str, Any]) -> float:
-    """Device-seconds the study's budget charged as overhead (set-up, lost and interrupted trials)."""
+_LOST = re.compile(r"lost trial (\d+)")  # the label nas.search.liveness gives a lost trial's charge
+
+
+def _spent(manifest: dict[str, Any], analysis: Analysis) -> tuple[float, list[float]]:
+    """The study's set-up overhead, and the device-seconds it had spent by each row of its table: the
+    set-up first, then the trials' charges, a lost trial's at the row of its number (or the next row, or the
+    last)."""
     charges = ((manifest.get("budget") or {}).get("spent") or {}).get("charges") or []
-    total = 0.0
+    numbers = [int(n) for n in analysis.frame["number"]]
+    setup, placed = 0.0, [0.0] * len(numbers)
     for charge in charges:
-        if isinstance(charge, dict) and charge.get("overhead"):
-            try:
-                total += float(charge["seconds"]) * float(charge.get("devices", 1))
-            except (KeyError, TypeError, ValueError):
-                continue
-    return total
+        if not (isinstance(charge, dict) and charge.get("overhead")):
+            continue
+        try:
+            seconds = float(charge["seconds"]) * float(charge.get("devices", 1))
+        except (KeyError, TypeError, ValueError):
+            continue
+        lost = _LOST.fullmatch(str(charge.get("label", "")))
+        last = len(numbers) - 1 if numbers else None
+        row = next((i for i, n in enumerate(numbers) if n >= int(lost.group(1))), last) if lost else None
+        if row is None:
+            setup += seconds
+        else:
+            placed[row] += seconds
+    later = list(itertools.accumulate(placed))
+    return setup, [setup + s + extra for s, extra in zip(analysis.spent, later, strict=True)]
 
 
 def _differences(labels: list[str], manifests: list[dict[str, Any]]) -> list[str]:

@@ -101,8 +101,9 @@ def _box_text(comparison: Comparison) -> str:
         "Every hypervolume here is measured on one box, so that they compare: from the reference point "
         f"({point_text(comparison.reference)}, the worst of the studies' own) to the ideal point "
         f"({point_text(comparison.ideal)}), and normalized to [0, 1] by its volume. It can differ from a "
-        "study's own report, whose box is its own. Device time counts a study's overhead (a one-shot "
-        f"supernet's training) first. At equal device time ({human_seconds(comparison.equal_spend)}, what "
+        "study's own report, whose box is its own. Device time counts a study's set-up (a one-shot "
+        "supernet's training) first, and a lost trial's time where it ran. At equal device time "
+        f"({human_seconds(comparison.equal_spend)}, what "
         "the study that spent least spent), the table gives each study's hypervolume then."
     )
 
