@@ -230,8 +230,9 @@ class Analysis:
     importance: ChoiceImportance
 
 
-def analyse(frame: pd.DataFrame, manifest: dict[str, Any]) -> Analysis:
-    """Front, hypervolume history (per trial and per budget spent) and baseline domination of a study."""
+def analyse(frame: pd.DataFrame, manifest: dict[str, Any], *, importance: bool = True) -> Analysis:
+    """Front, hypervolume history (per trial and per budget spent) and baseline domination of a study; its
+    choice importances unless ``importance`` is False (a comparison shows none, so it skips them)."""
     objectives = _objectives(manifest)
     directions = [o.direction for o in objectives]
     frame = frame.sort_values("number", kind="stable").reset_index(drop=True)
@@ -292,7 +293,11 @@ def analyse(frame: pd.DataFrame, manifest: dict[str, Any]) -> Analysis:
         spent=spent,
         baselines=baselines,
         labels=labels,
-        importance=choice_importance(frame, objectives, manifest.get("space"), within),
+        importance=(
+            choice_importance(frame, objectives, manifest.get("space"), within)
+            if importance
+            else ChoiceImportance({}, len(within), "not computed")
+        ),
     )
 
 

@@ -147,7 +147,7 @@ def compare(run_dirs: Sequence[str | Path], by: str | None = None) -> Comparison
     if twice is not None:
         raise ValueError(f"compare: {twice} is given twice")
     loaded = [load_run(d) for d in dirs]
-    analyses = [analyse(frame, manifest) for frame, manifest in loaded]
+    analyses = [analyse(frame, manifest, importance=False) for frame, manifest in loaded]
     objectives = analyses[0].objectives
     for d, analysis in zip(dirs[1:], analyses[1:], strict=True):
         if analysis.objectives != objectives:
