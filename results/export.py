@@ -32,7 +32,7 @@ from nas.atomic import scratch_folder
 from nas.search.objectives import parse_objectives
 from results.analysis import load_run
 from results.pareto import pareto_front
-from results.store import at_top_rung, feasible_rows, top_rung
+from results.store import at_top_rung, completed_trial, feasible_rows, top_rung
 
 __all__ = ["export_trials", "front_numbers", "prune_weights"]
 
@@ -101,17 +101,8 @@ def export_trials(
         if trials is not None
         else front_numbers(frame, settings["objectives"], top_rung(settings))
     )
-    by_number = {int(n): row for n, (_, row) in zip(frame["number"], frame.iterrows(), strict=True)}
-    rows = []
-    for number in numbers:  # every trial is checked before anything is written: a bad one exports none
-        row = by_number.get(int(number))
-        if row is None:
-            known = f"its trials are numbered 0 to {max(by_number)}" if by_number else "it has no trials"
-            raise ValueError(f"trial: study {manifest.get('study')!r} has no trial {number} ({known})")
-        if row["state"] != "COMPLETE":
-            reason = row.get("fail_reason") or row["state"]
-            raise ValueError(f"trial: trial {number} did not complete ({reason}); nothing to export")
-        rows.append((int(number), row))
+    # every trial is checked before anything is written: a bad one exports none
+    rows = [(int(n), completed_trial(frame, int(n), manifest.get("study"), "export")) for n in numbers]
     staging = scratch_folder(out_dir, "out")  # each trial's folder is made complete here first
     try:
         for number, row in rows:

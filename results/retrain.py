@@ -43,7 +43,7 @@ from nas.search.objectives import Objective, parse_objectives
 from results.analysis import load_run
 from results.export import front_numbers
 from results.stats import paired
-from results.store import top_rung
+from results.store import completed_trial, top_rung
 
 __all__ = [
     "MAX_SEEDS",
@@ -133,7 +133,7 @@ def plan_retrain(
     if trials is not None:
         numbers = list(dict.fromkeys(int(n) for n in trials))
         for number in numbers:
-            _check_trial(rows, number, manifest.get("study"))
+            completed_trial(frame, number, manifest.get("study"), "retrain")
     else:
         numbers = front_numbers(frame, settings["objectives"], top_rung(settings))
         if top is not None:
@@ -185,16 +185,6 @@ def _check_seeds(seeds: Sequence[int]) -> tuple[int, ...]:
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
             raise ValueError(f"seeds: each a whole number from 0 to {MAX_SEED}, got {seed!r}")
     return out
-
-
-def _check_trial(rows: dict[int, pd.Series], number: int, study: Any) -> None:
-    row = rows.get(number)
-    if row is None:
-        known = f"its trials are numbered 0 to {max(rows)}" if rows else "it has no trials"
-        raise ValueError(f"trial: study {study!r} has no trial {number} ({known})")
-    if row["state"] != "COMPLETE":
-        reason = row.get("fail_reason") or row["state"]
-        raise ValueError(f"trial: trial {number} did not complete ({reason}); nothing to retrain")
 
 
 def _baseline_numbers(frame: pd.DataFrame) -> list[int]:

@@ -29,6 +29,7 @@ from nas.atomic import replaced
 __all__ = [
     "COLUMNS",
     "at_top_rung",
+    "completed_trial",
     "feasible_rows",
     "frame_from_rows",
     "save_trials",
@@ -184,3 +185,18 @@ def save_trials(frame: pd.DataFrame, run_dir: str | Path) -> list[Path]:
             write(tmp)
         written.append(target)
     return written
+
+
+def completed_trial(frame: pd.DataFrame, number: int, study: Any, purpose: str) -> pd.Series:
+    """The row of trial ``number`` of ``frame``, which a command (``nas export``, ``nas retrain``) is asked
+    for ``purpose``; a ValueError of one sentence when the study has no such trial or it did not complete."""
+    rows = frame[frame["number"] == number]
+    if rows.empty:
+        numbers = frame["number"]
+        known = f"its trials are numbered 0 to {int(numbers.max())}" if len(numbers) else "it has no trials"
+        raise ValueError(f"trial: study {study!r} has no trial {number} ({known})")
+    row = rows.iloc[0]
+    if row["state"] != "COMPLETE":
+        reason = row.get("fail_reason") or row["state"]
+        raise ValueError(f"trial: trial {number} did not complete ({reason}); nothing to {purpose}")
+    return row
