@@ -377,10 +377,7 @@ class Retraining:
     members: pd.DataFrame  # one row per member: label, trial, baseline, arch, searched values, retrained
     comparisons: tuple[Comparison, ...]
     agreement: dict[str, float] | None  # Spearman and Kendall of searched top-1 vs retrained mean, and n
-
-    @property
-    def costs(self) -> tuple[str, ...]:
-        return cost_metrics(self.plan.objectives, self.members.columns)
+    costs: tuple[str, ...]  # what "no more cost" compares (:func:`cost_metrics`)
 
     def runs_table(self) -> pd.DataFrame:
         return pd.DataFrame([dataclasses.asdict(r) for r in self.runs])
@@ -430,7 +427,7 @@ def summarize(plan: RetrainPlan, runs: Sequence[RunResult]) -> Retraining:
             "kendall": kendall_tau(searched, retrained),
             "n": len(both),
         }
-    return Retraining(plan, tuple(runs), members, comparisons, agreement)
+    return Retraining(plan, tuple(runs), members, comparisons, agreement, costs)
 
 
 def _compare(

@@ -94,7 +94,8 @@ def test_a_baseline_with_no_found_network_at_its_cost_says_so_and_costs_default_
     found = _member("trial_1", 1, top1=75.0, macs=20.0, params=1.0)
     summary = summarize(_plan([base, found], "top1"), _runs({"mine": [1.0], "trial_1": [2.0]}))
     (comparison,) = summary.comparisons
-    assert comparison.costs == ("macs",) and comparison.found is None and comparison.stats is None
+    assert comparison.costs == summary.costs == ("macs",)  # a top-1 study: MACs are its cost
+    assert comparison.found is None and comparison.stats is None
     assert summary.agreement is None  # two networks do not make a ranking
     # a found network that has not finished a seed is no candidate
     cheap = _member("trial_2", 2, top1=75.0, macs=5.0, params=1.0)
