@@ -915,7 +915,10 @@ def retrain(
     profile: Annotated[
         str | None, typer.Option(help="cpu | gpu | full. \\[default: the study's profile]")
     ] = None,
-    dataset: Annotated[str | None, typer.Option(help="\\[default: the study's dataset]")] = None,
+    dataset: Annotated[
+        str | None,
+        typer.Option(help="fashion-mnist | cifar10 | cifar100 | imagefolder:PATH. \\[default: the study's]"),
+    ] = None,
     data_dir: Annotated[str | None, typer.Option(help="Where the dataset lives.")] = None,
     download: Annotated[
         bool, typer.Option("--download", help="Download the dataset with torchvision if no copy is found.")
