@@ -105,7 +105,10 @@ def test_a_second_process_waits_for_the_supernet_another_trains(
     trainer = threading.Thread(target=lambda: results.update(first=first.train(report=wait_for_the_second)))
     trainer.start()
     with monkeypatch.context() as patch:
-        while not (tmp_path / "supernet.pt.lock").exists() and trainer.is_alive():
+        # until the first holds the lock: its holder writes its pid there once it has it (the file alone
+        # exists a moment before: the second, started then, took the lock and the first waited)
+        lock = tmp_path / "supernet.pt.lock"
+        while not (lock.exists() and lock.read_text().strip()) and trainer.is_alive():
             time.sleep(0.01)
         patch.setattr(oneshot, "sole", sole_noting_a_wait)
         results["second"] = second.train()
