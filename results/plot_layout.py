@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 __all__ = ["Box", "integer_step", "label_size", "log_ticks", "place_labels"]
@@ -36,10 +36,11 @@ def integer_step(count: int, most: int = 10) -> int:
 
 def log_ticks(low: float, high: float, most: int = 8) -> list[float]:
     """Tick values for a log axis over [``low``, ``high``] (both > 0): 1, 2, 5 x 10^k, else 1, 3 x 10^k,
-    else 10^k, the first of these that gives 2 to ``most`` ticks."""
+    else 10^k, the first of these that gives 2 to ``most`` ticks; in a narrower range 1, 1.5, 2, 3, 5,
+    7 x 10^k, else its ends and middle to two significant digits, rounded inwards."""
     if not (low > 0 and high >= low):
         raise ValueError(f"a log axis needs 0 < low <= high, got {low}, {high}")
-    for mantissas in ((1, 2, 5), (1, 3), (1,)):
+    for mantissas in ((1, 2, 5), (1, 3), (1,), (1, 1.5, 2, 3, 5, 7)):
         ticks = [
             m * 10.0**k
             for k in range(math.floor(math.log10(low)), math.floor(math.log10(high)) + 1)
@@ -48,8 +49,16 @@ def log_ticks(low: float, high: float, most: int = 8) -> list[float]:
         ]
         if 2 <= len(ticks) <= most or (mantissas == (1,) and len(ticks) > most):
             return ticks
-    # a range too narrow for two round numbers: its ends and middle, to two significant digits
-    return sorted({float(f"{v:.2g}") for v in (low, math.sqrt(low * high), high)})
+    # a range too narrow for two round numbers: its ends and middle, to two significant digits, the ends
+    # rounded inwards (rounded to the nearest they could fall outside the axis, and not be drawn)
+    middle = float(f"{math.sqrt(low * high):.2g}")
+    return sorted({_two_digits(low, math.ceil), middle, _two_digits(high, math.floor)})
+
+
+def _two_digits(value: float, rounding: Callable[[float], int]) -> float:
+    """``value`` to two significant digits, rounded by ``rounding`` (``math.ceil`` or ``math.floor``)."""
+    scale = 10.0 ** (math.floor(math.log10(value)) - 1)
+    return rounding(round(value / scale, 9)) * scale  # round first: 81e6 / 1e6 is 81.00000000000001
 
 
 @dataclass(frozen=True)

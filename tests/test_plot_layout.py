@@ -17,8 +17,10 @@ def test_integer_step_is_a_whole_round_number_with_at_most_ten_ticks(count: int,
 def test_log_ticks_are_round_and_inside_the_range() -> None:
     assert log_ticks(15e6, 300e6) == [20e6, 50e6, 100e6, 200e6]
     assert log_ticks(1e3, 1e9) == [1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9]  # 1-2-5 would be 19 ticks
-    narrow = log_ticks(81e6, 84e6)  # no round number inside: ends and middle
-    assert len(narrow) == 3 and all(80e6 <= t <= 85e6 for t in narrow)
+    narrow = log_ticks(81.3e6, 83.6e6)  # no round number inside: ends (rounded inwards) and middle
+    assert narrow == [82e6, 83e6]  # the middle, 82.4e6, is 82e6 to two digits
+    assert log_ticks(2.04e9, 8.96e9) == [3e9, 5e9, 7e9]  # one 1-2-5 number inside: a denser round set
+    assert log_ticks(2.04e9, 2.96e9) == [2.1e9, 2.5e9, 2.9e9]  # none: the ends inwards, not 2.0e9 and 3.0e9
     with pytest.raises(ValueError, match="log axis"):
         log_ticks(0, 10)
 
