@@ -51,7 +51,11 @@ __all__ = [
     "Member",
     "RetrainPlan",
     "Retraining",
+    "RunResult",
+    "cost_metrics",
+    "finished_runs",
     "plan_retrain",
+    "read_run",
     "run_retrain",
     "summarize",
 ]
