@@ -8,6 +8,7 @@ not a number) are caught here and printed as one sentence with exit code 2. Ever
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -959,31 +960,26 @@ def retrain(
             highlight=False,
             soft_wrap=True,
         )
-        views: list[Any] = []
+        with contextlib.ExitStack() as views:  # one training's progress view at a time
 
-        def started(index: int, _: int, member: Any, seed: int) -> tuple[Any, Any]:
-            console.print(
-                f"[{index}/{total}] {member.label} seed {seed}: {plan.profile.apply(member.arch).key}",
-                highlight=False,
-                soft_wrap=True,
-            )
-            view = TrainView(console, epochs)
-            views.append(view.__enter__())
-            return view.epoch, view.batch
+            def started(index: int, _: int, member: Any, seed: int) -> tuple[Any, Any]:
+                console.print(
+                    f"[{index}/{total}] {member.label} seed {seed}: {plan.profile.apply(member.arch).key}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+                view = views.enter_context(TrainView(console, epochs))
+                return view.epoch, view.batch
 
-        def finished(result: Any, member: Any, seed: int, skipped: str) -> None:
-            while views:
-                views.pop().__exit__(None, None, None)
-            if skipped:
-                err_console.print(f"[yellow]skipped[/]: {skipped}", highlight=False, soft_wrap=True)
-            write_retraining(summarize(plan, finished_runs(plan)))  # the page holds what has finished
+            def finished(result: Any, member: Any, seed: int, skipped: str) -> None:
+                views.close()
+                if skipped:
+                    err_console.print(f"[yellow]skipped[/]: {skipped}", highlight=False, soft_wrap=True)
+                write_retraining(summarize(plan, finished_runs(plan)))  # the page holds what has finished
 
-        try:
-            results, skipped = run_retrain(plan, started=started, finished=finished, download=download)
-        finally:
-            while views:
-                views.pop().__exit__(None, None, None)
-        retraining = summarize(plan, results)
+            _, skipped = run_retrain(plan, started=started, finished=finished, download=download)
+        # every finished run, another process's too
+        retraining = summarize(plan, finished_runs(plan))
         paths = write_retraining(retraining)
     _print_retraining(retraining)
     for why in skipped:

@@ -279,7 +279,7 @@ def run_retrain(
 
     ``started(i, total, member, seed)`` is called before a training and may return ``(report, progress)``
     callbacks for it (:func:`evaluators.train.train_arch`); ``finished(result, member, seed, skipped)``
-    after each run (``result`` None with the reason it was skipped)."""
+    after it (``result`` None with the reason it was skipped). A run finished earlier calls neither."""
     from evaluators.data import load_dataset
     from evaluators.proxy import TrainingDiverged
     from evaluators.train import TrainingHeld, train_arch
@@ -326,12 +326,13 @@ def run_retrain(
                 why = f"{member.label} seed {seed}: {err}"
             else:
                 done = read_run(folder, member.label, seed, plan.config.epochs)
+                why = "" if done is not None else f"{member.label} seed {seed}: no history.json in {folder}"
+            if finished is not None:
+                finished(done, member, seed, why)
         if done is not None:
             results.append(done)
         else:
             skipped.append(why)
-        if finished is not None:
-            finished(done, member, seed, why)
     return results, skipped
 
 

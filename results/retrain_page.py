@@ -59,7 +59,7 @@ def comparisons_table(retraining: Retraining) -> pd.DataFrame:
             ci_high=ci[1],
             p=_num(diff.get("p")),
             verdict=s.get("verdict")
-            or f"no found network that costs no more ({', '.join(c.costs) or 'cost'}) has finished training",
+            or f"no found network at no more cost has finished training ({', '.join(c.costs) or 'cost'})",
         )
         rows.append(row)
     return pd.DataFrame(rows, columns=_COMPARISON_COLUMNS)
@@ -121,10 +121,11 @@ def schedule_text(retraining: Retraining) -> str:
     images = f"{c.train_samples:,} images" if c.train_samples else "the whole training split"
     total = len(plan.members) * len(plan.seeds)
     seconds = sum(r.train_seconds for r in retraining.runs)
+    networks = f"{len(plan.members)} network" + ("s" if len(plan.members) != 1 else "")
+    epochs = f"{c.epochs} epoch" + ("s" if c.epochs != 1 else "")
     return (
-        f"{len(plan.members)} networks, each trained {c.epochs} epoch{'s' if c.epochs > 1 else ''} of "
-        f"{images} of {plan.dataset} "
-        f"under the {plan.profile.name} profile ({plan.profile.img_size} px), batch {c.batch_size}, "
+        f"{networks}, each trained {epochs} of {images} of {plan.dataset} under the {plan.profile.name} "
+        f"profile ({plan.profile.img_size} px), batch {c.batch_size}, "
         f"lr {c.lr:g}, once per seed {', '.join(map(str, plan.seeds))}; {len(retraining.runs)} of {total} "
         f"trainings finished ({human_seconds(seconds)} of training). A comparison takes, for each baseline, "
         "the found network with the best retrained mean among those no costlier on "
