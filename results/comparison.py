@@ -230,6 +230,7 @@ def _spent(manifest: dict[str, Any], analysis: Analysis) -> tuple[float, list[fl
     charges = ((manifest.get("budget") or {}).get("spent") or {}).get("charges") or []
     numbers = [int(n) for n in analysis.frame["number"]]
     setup, placed = 0.0, [0.0] * len(numbers)
+    last = len(numbers) - 1 if numbers else None
     for charge in charges:
         if not (isinstance(charge, dict) and charge.get("overhead")):
             continue
@@ -238,7 +239,6 @@ def _spent(manifest: dict[str, Any], analysis: Analysis) -> tuple[float, list[fl
         except (KeyError, TypeError, ValueError):
             continue
         lost = _LOST.fullmatch(str(charge.get("label", "")))
-        last = len(numbers) - 1 if numbers else None
         row = next((i for i, n in enumerate(numbers) if n >= int(lost.group(1))), last) if lost else None
         if row is None:
             setup += seconds
