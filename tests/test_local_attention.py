@@ -10,7 +10,9 @@ from nas.ops import local_attention
 from nas.ops.local_attention import LocalAttention, _local_attention, dense_local_attention
 from nas.ops.registry import MIXERS, MixerCfg
 
-# (k, heads, head dim, (H, W)): odd sizes, sizes that are not whole query blocks, maps smaller than k
+# (k, heads, head dim, (H, W)): odd sizes, sizes that are not whole query blocks, maps smaller than k; k up to
+# 7 and from 9 take the kernel's two ways into the logits (one-hot matmul, broadcast add), head dims under
+# and from 16 its two forms of a narrow product
 CASES = [
     (3, 2, 4, (5, 7)),
     (3, 1, 2, (1, 6)),
@@ -20,6 +22,10 @@ CASES = [
     (7, 1, 6, (13, 17)),
     (7, 3, 4, (1, 1)),
     (7, 2, 4, (6, 4)),
+    (3, 1, 16, (9, 6)),
+    (9, 2, 4, (11, 10)),
+    (11, 2, 2, (13, 9)),
+    (11, 1, 16, (5, 12)),
 ]
 IDS = [f"k{k}-h{heads}-d{d}-{h}x{w}" for k, heads, d, (h, w) in CASES]
 
@@ -121,8 +127,9 @@ def test_keys_outside_the_window_cannot_leak(k: int) -> None:
     assert not torch.equal(changed[..., 5 + far, 5], out[..., 5 + far, 5])  # the perturbation is real
 
 
-def test_half_precision_is_finite_and_close() -> None:
-    mixer = _mixer(7, 2, 8)
+@pytest.mark.parametrize("k", [7, 11])
+def test_half_precision_is_finite_and_close(k: int) -> None:
+    mixer = _mixer(k, 2, 8)
     q, k, v = (torch.randn(2, 2, 8, 9, 11) for _ in range(3))
     expected = mixer.attend(q, k, v)
     for dtype, tol in ((torch.float16, 1e-2), (torch.bfloat16, 5e-2)):

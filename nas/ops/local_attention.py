@@ -15,13 +15,17 @@ SASA does where a block downsamples.
 
 The attention core (``nas::local_attention``, one custom op with its own backward) is computed blockwise as
 in HaloNet (Vaswani et al. 2021): the queries of each non-overlapping b x b block attend to the
-(b + k - 1)^2 halo around the block with dense batched matmuls. The relative logits and both masks (key
-outside the query's k x k window, key outside the image) are extra features of an augmented dot product,
-q' = [q, relh, relw] and k' = [k, onehot(halo row), onehot(halo col)], where relh[p, l] is query p's row
-logit for halo row l, or a huge finite negative number where that key is masked, so that exp2 of a masked
-logit is exactly 0. Blocks are processed in cache-sized chunks, and the backward pass recomputes the
-probabilities from the saved log-sum-exp (as flash attention does): the attention matrix of the whole map is
-never stored.
+(b + k - 1)^2 halo around the block with dense batched matmuls. A query's logit for the halo key in row l and
+column c is relh[l] + relw[c] + q . k, where relh[l] is its row logit for halo row l and relw[c] its column
+logit, or a huge finite negative number where that key is masked (outside the query's k x k window, or
+outside the image), so that exp2 of a masked logit is exactly 0. The row and column terms enter the logits'
+buffer first (a matmul with the one-hot halo coordinates of each key for small windows, a broadcast add for
+large ones: ``_ONEHOT_WIN``), then one ``baddbmm`` adds q . k; as extra features of one augmented dot product
+they would cost 2 (b + k - 1) + 1 multiply-adds per logit, many times the d of q . k at small head dims.
+Products whose output has few columns (a head's d) are computed as their transpose (``_narrow_product``).
+Blocks are processed in cache-sized chunks, each worker reusing its buffers, and the backward pass
+recomputes the probabilities from the saved log-sum-exp (as flash attention does): the attention matrix of
+the whole map is never stored.
 
 :func:`dense_local_attention` is the same attention written naively with ``F.unfold`` (every k x k window of
 keys and values held at once, k^2 times the activation memory): the tests' ground truth, and what the mixer
@@ -60,6 +64,11 @@ _BLOCK = 4
 # scratch memory and the number of kernel launches.
 _CHUNK_BYTES = {"cpu": 4 << 20}
 _CHUNK_BYTES_DEFAULT = 256 << 20
+# Halo side up to which the relative terms enter the logits by a matmul with one-hot halo coordinates (and
+# leave them, in the backward pass, by its transpose) rather than by a broadcast add (and two sums): on CPU
+# the broadcast's inner loops run over only win values, 2.3x slower than the matmul at win 6 (k = 3), 1.2x
+# at 10 (k = 7); at 14 (k = 11) the matmul's 2 win multiply-adds per logit make it 1.6x slower.
+_ONEHOT_WIN = 10
 
 
 class _Geometry(NamedTuple):
@@ -88,8 +97,8 @@ def _make_geometry(
 ) -> _Geometry:
     pad, win = (kernel - 1) // 2, block + kernel - 1
     nbh, nbw = -(-h // block), -(-w // block)
-    # Finite, so that the augmented products never compute inf * 0 = NaN, and small enough that a row mask
-    # plus a column mask plus a logit cannot overflow; no real logit comes near it.
+    # Finite, so that subtracting a row's peak never computes inf - inf = NaN, and small enough that a row
+    # mask plus a column mask plus a logit cannot overflow; no real logit comes near it.
     masked = -torch.finfo(dtype).max / 8
     halo = torch.arange(win, device=device)
     offset = halo[None, :] - torch.arange(block, device=device)[:, None]  # (b, win): key minus query
@@ -110,7 +119,7 @@ def _make_geometry(
 
 
 def _to_blocks(x: Tensor, geo: _Geometry, out: Tensor) -> Tensor:
-    """(n, H, W, c) -> out[..., :c] of out (m, b*b, E), zero-padding H and W up to whole blocks."""
+    """(n, H, W, c) -> out[..., :c] of out (m, b*b, F), zero-padding H and W up to whole blocks."""
     n, h, w, c = x.shape
     b = geo.block
     x = F.pad(x, (0, 0, 0, geo.nbw * b - w, 0, geo.nbh * b - h)).view(n, geo.nbh, b, geo.nbw, b, c)
@@ -127,7 +136,7 @@ def _from_blocks(x: Tensor, geo: _Geometry, h: int, w: int) -> Tensor:
 
 def _halo(x: Tensor, geo: _Geometry, out: Tensor) -> None:
     """Copies the zero-padded win x win halo of every block of x (n, H, W, c) into out[..., :c], out being
-    (m, win*win, E)."""
+    (m, win*win, F)."""
     n, h, w, c = x.shape
     b, win, pad = geo.block, geo.win, (geo.kernel - 1) // 2
     x = F.pad(x, (0, 0, pad, geo.nbw * b - w + pad, pad, geo.nbh * b - h + pad))
@@ -143,7 +152,7 @@ def _fold_halo(x: Tensor, geo: _Geometry, h: int, w: int) -> Tensor:
     """
     b, win, pad, c = geo.block, geo.win, (geo.kernel - 1) // 2, x.shape[-1]
     tiles = -(-win // b)
-    x = x.view(-1, geo.nbh, geo.nbw, win, win, c)
+    x = x.reshape(-1, geo.nbh, geo.nbw, win, win, c)
     acc = x.new_zeros(x.shape[0], geo.nbh + tiles - 1, b, geo.nbw + tiles - 1, b, c)
     for ty in range(tiles):
         sy = min(b, win - ty * b)
@@ -156,44 +165,85 @@ def _fold_halo(x: Tensor, geo: _Geometry, h: int, w: int) -> Tensor:
 
 
 def _window(x: Tensor, geo: _Geometry, start: int, axis: int) -> Tensor:
-    """(m, b*b, E) -> (m, b, b, k) view of features start + r + j (axis 0) or start + c + j (axis 1).
+    """(m, b*b, F) -> (m, b, b, k) view of features start + r + j (axis 0) or start + c + j (axis 1).
 
-    For query (r, c) of a block these are the slots of the k halo rows (columns) in its window, i.e. where
-    its relative logits go among the augmented features.
+    For query (r, c) of a block these are the slots of the k halo rows (columns) in its window among
+    features indexed by halo row (column): where its relative logits go, and where their gradients are.
     """
     b, (sm, sq, _) = geo.block, x.stride()
     strides = (sm, b * sq + 1, sq, 1) if axis == 0 else (sm, b * sq, sq + 1, 1)
     return x.as_strided((x.shape[0], b, b, geo.kernel), strides, x.storage_offset() + start)
 
 
-class _Chunk(NamedTuple):
-    """Per-chunk buffers; E = d + 2 win + 1 augmented features."""
+class _Grads(NamedTuple):
+    """A chunk's backward-pass buffers."""
 
-    qa: Tensor  # (m, b*b, E): [scale q, relh + masks, relw + masks, -lse (0 in the forward pass)]
-    ka: Tensor  # (m, win*win, E): [k, onehot(halo row), onehot(halo col), 1]
-    vh: Tensor  # (m, win*win, d)
+    go: Tensor  # (m, b*b, d): the output's gradient, blocked
+    dp: Tensor  # (m, b*b, win*win): the probabilities' gradient
+    ds: Tensor  # (m, b*b, win*win): the logits' gradient
+
+
+class _Chunk(NamedTuple):
+    """Per-chunk buffers."""
+
+    qa: Tensor  # (m, b*b, d + 2 win): [scale q, relh + masks, relw + masks]
+    kh: Tensor  # (m, win*win, d): the halo's keys
+    vh: Tensor  # (m, win*win, d): the halo's values
+    logits: Tensor  # (m, b*b, win*win)
 
 
 def _chunk_buffers(x: Tensor, geo: _Geometry, blocks: int) -> _Chunk:
     d, win = x.shape[-1], geo.win
-    qa = x.new_zeros(blocks, geo.block**2, d + 2 * win + 1)
-    ka = x.new_empty(blocks, win * win, d + 2 * win + 1)
-    ka[..., d:-1] = geo.onehot
-    ka[..., -1] = 1.0
-    return _Chunk(qa, ka, x.new_empty(blocks, win * win, d))
+    return _Chunk(
+        x.new_empty(blocks, geo.block**2, d + 2 * win),
+        x.new_empty(blocks, win * win, d),
+        x.new_empty(blocks, win * win, d),
+        x.new_empty(blocks, geo.block**2, win * win),
+    )
 
 
 def _fill(buf: _Chunk, q: Tensor, k: Tensor, v: Tensor, rel: tuple[Tensor, Tensor], geo: _Geometry) -> None:
     """Fills buf (sliced to a chunk's m = n * nbh * nbw blocks) from that chunk of q, k, v (n, H, W, d)."""
     d, win, b = q.shape[-1], geo.win, geo.block
     qs = _to_blocks(q, geo, buf.qa).mul_(d**-0.5 * _LOG2E)  # base-2 logit units
-    blocks = buf.qa.view(-1, geo.nbh, geo.nbw, b, b, buf.qa.shape[-1])  # (n, nbh, nbw, r, c, E)
+    blocks = buf.qa.view(-1, geo.nbh, geo.nbw, b, b, d + 2 * win)  # (n, nbh, nbw, r, c, features)
     blocks[..., d : d + win] = geo.mask_row[:, None, :, None, :]
     blocks[..., d + win : d + 2 * win] = geo.mask_col[None, :, None, :, :]
     _window(buf.qa, geo, d, 0).add_((qs[..., : d // 2] @ rel[0].t()).view(-1, b, b, geo.kernel))
     _window(buf.qa, geo, d + win, 1).add_((qs[..., d // 2 :] @ rel[1].t()).view(-1, b, b, geo.kernel))
-    _halo(k, geo, buf.ka)
+    _halo(k, geo, buf.kh)
     _halo(v, geo, buf.vh)
+
+
+def _logits(chunk: _Chunk, geo: _Geometry, d: int, shift: Tensor | None = None) -> Tensor:
+    """The chunk's base-2 logits (m, b*b, win*win), in its logits buffer, less ``shift`` (m, b*b, 1) if given:
+    relh[l] + relw[c] (masks included) for the halo key in row l and column c, plus q . k."""
+    m, bq, win = *chunk.qa.shape[:2], geo.win
+    if shift is not None:
+        chunk.qa[..., d + win :] -= shift
+    rel = chunk.qa[..., d:]
+    if win <= _ONEHOT_WIN:
+        torch.matmul(rel, geo.onehot.t(), out=chunk.logits)
+    else:
+        torch.add(rel[..., :win, None], rel[..., None, win:], out=chunk.logits.view(m, bq, win, win))
+    return chunk.logits.baddbmm_(chunk.qa[..., :d], chunk.kh.transpose(1, 2))
+
+
+def _rel_grad(ds: Tensor, geo: _Geometry) -> Tensor:
+    """(m, b*b, win*win) logits' gradient -> (m, b*b, 2 win): its sums over each halo row, then column."""
+    if geo.win <= _ONEHOT_WIN:
+        return ds @ geo.onehot
+    ds = ds.view(*ds.shape[:2], geo.win, geo.win)
+    return torch.cat([ds.sum(-1), ds.sum(-2)], dim=-1)
+
+
+def _narrow_product(a: Tensor, b: Tensor) -> Tensor:
+    """a @ b for (m, r, L) a and (m, L, c) b with c small (a head's d), as (b^T a^T)^T when c < 16: MKL's
+    batched GEMM runs several times slower with an output of few columns than with its transpose's wide
+    rows (d = 2: 1.1 against 0.5 ms; d = 8: 0.23 against 0.07; equal at 16, 5-15% slower from 64)."""
+    if b.shape[-1] >= 16:
+        return torch.bmm(a, b)
+    return torch.bmm(b.transpose(1, 2), a.transpose(1, 2)).transpose(1, 2)
 
 
 def _images_per_chunk(n: int, geo: _Geometry, x: Tensor) -> int:
@@ -227,11 +277,11 @@ def _local_attention(
         m = min(step, n - s) * nb
         chunk = _Chunk(*(t[:m] for t in buf))
         _fill(chunk, q[s : s + step], k[s : s + step], v[s : s + step], (rel_row, rel_col), geo)
-        logits = torch.bmm(chunk.qa, chunk.ka.transpose(1, 2))  # (m, b*b, win*win), base 2
+        logits = _logits(chunk, geo, q.shape[-1])
         peak = logits.amax(-1, keepdim=True)
         p = logits.sub_(peak).exp2_()
         total = p.sum(-1, keepdim=True, dtype=acc)
-        out[s : s + step] = _from_blocks(torch.bmm(p, chunk.vh).div_(total), geo, h, w)
+        out[s : s + step] = _from_blocks(_narrow_product(p, chunk.vh).div_(total), geo, h, w)
         torch.add(peak, total.log2_(), out=lse[s * nb : s * nb + m])
 
     map_chunks(attend, range(0, n, step), lambda: _chunk_buffers(q, geo, step * nb), q.device)
@@ -259,29 +309,31 @@ def _local_attention_backward(
     chunks = range(0, n, step)
     d_rel: list[tuple[Tensor, Tensor] | None] = [None] * len(chunks)  # each chunk's d rel_row, d rel_col
 
-    def scratch() -> tuple[_Chunk, Tensor]:
-        return _chunk_buffers(q, geo, step * nb), q.new_empty(step * nb, bq, d)
+    def scratch() -> tuple[_Chunk, _Grads]:
+        blocks, logits = step * nb, (step * nb, bq, geo.win**2)
+        grads = _Grads(q.new_empty(blocks, bq, d), q.new_empty(logits), q.new_empty(logits))
+        return _chunk_buffers(q, geo, blocks), grads
 
-    def differentiate(s: int, bufs: tuple[_Chunk, Tensor]) -> None:  # the images s : s + step
+    def differentiate(s: int, bufs: tuple[_Chunk, _Grads]) -> None:  # the images s : s + step
         m = min(step, n - s) * nb
-        chunk = _Chunk(*(t[:m] for t in bufs[0]))
+        chunk, grads = (type(b)(*(t[:m] for t in b)) for b in bufs)
         _fill(chunk, q[s : s + step], k[s : s + step], v[s : s + step], (rel_row, rel_col), geo)
-        qa, ka, qs = chunk.qa, chunk.ka, chunk.qa[..., :d]
-        qa[..., -1:] = -lse[s * nb : s * nb + m]
-        p = torch.bmm(qa, ka.transpose(1, 2)).exp2_()  # (m, b*b, win*win) probabilities
-        go_ = _to_blocks(grad[s : s + step], geo, bufs[1][:m])
-        # ds = p * (dp - rowsum(p * dp)) in one fused op; the gradient wrt the base-2 logits, hence ln 2
-        ds = torch._softmax_backward_data(torch.bmm(go_ * _LN2, chunk.vh.transpose(1, 2)), p, -1, p.dtype)
-        dv[s : s + step] = _fold_halo(torch.bmm(p.transpose(1, 2), go_), geo, h, w)
-        dk[s : s + step] = _fold_halo(torch.bmm(ds.transpose(1, 2), qs), geo, h, w)
-        dqa = torch.bmm(ds, ka)  # (m, b*b, E)
-        d_relh = _window(dqa, geo, d, 0).reshape(m * bq, -1)  # (m * b*b, k)
-        d_relw = _window(dqa, geo, d + geo.win, 1).reshape(m * bq, -1)
+        qs, win = chunk.qa[..., :d], geo.win
+        p = _logits(chunk, geo, d, lse[s * nb : s * nb + m]).exp2_()  # (m, b*b, win*win) probabilities
+        go_ = _to_blocks(grad[s : s + step], geo, grads.go)
+        # the gradient wrt the base-2 logits, hence ln 2: ds = p * (dp - rowsum(p * dp)) in one fused op
+        dp = torch.bmm(go_ * _LN2, chunk.vh.transpose(1, 2), out=grads.dp)
+        ds = torch.ops.aten._softmax_backward_data.out(dp, p, -1, p.dtype, grad_input=grads.ds)
+        dv[s : s + step] = _fold_halo(_narrow_product(p.transpose(1, 2), go_), geo, h, w)
+        dk[s : s + step] = _fold_halo(_narrow_product(ds.transpose(1, 2), qs), geo, h, w)
+        dqs = _narrow_product(ds, chunk.kh)
+        d_rel_rc = _rel_grad(ds, geo)
+        d_relh = _window(d_rel_rc, geo, 0, 0).reshape(m * bq, -1)
+        d_relw = _window(d_rel_rc, geo, win, 1).reshape(m * bq, -1)
         d_rel[s // step] = (
             d_relh.t() @ qs[..., :half].reshape(m * bq, half),
             d_relw.t() @ qs[..., half:].reshape(m * bq, half),
         )
-        dqs = dqa[..., :d]
         dqs[..., :half] += (d_relh @ rel_row).view(m, bq, half)
         dqs[..., half:] += (d_relw @ rel_col).view(m, bq, half)
         dq[s : s + step] = _from_blocks(dqs, geo, h, w) * (d**-0.5 * _LOG2E)
