@@ -140,6 +140,21 @@ def test_half_precision_is_finite_and_close(k: int) -> None:
         torch.testing.assert_close(out.float(), expected, atol=tol, rtol=0)
 
 
+@pytest.mark.parametrize("k", [7, 11])
+def test_huge_logits_keep_gradients_finite_and_exact(k: int) -> None:
+    # Synflow runs networks on |weights| in float64, where logits reach 1e20: the backward pass must
+    # recompute the forward's logits bit for bit, or a rounding difference of 1e4 overflows exp2
+    mixer = _mixer(k, 2, 4, dtype=torch.float64)
+    q, k_, v = (torch.rand(2, 2, 4, 9, 7, dtype=torch.float64) * 1e10 for _ in range(3))
+    v.requires_grad_()
+    upstream = torch.randn(2, 2, 4, 9, 7, dtype=torch.float64)
+    (got,) = torch.autograd.grad((mixer.attend(q, k_, v) * upstream).sum(), [v])
+    ref = dense_local_attention(q, k_, v, mixer.rel_row, mixer.rel_col, k)
+    (expected,) = torch.autograd.grad((ref * upstream).sum(), [v])
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12 * expected.abs().max().item())
+
+
 def test_core_is_one_op_with_consistent_registrations() -> None:
     q, k, v = (torch.randn(2, 5, 6, 4, requires_grad=True) for _ in range(3))
     rel_row, rel_col = (torch.randn(3, 2, requires_grad=True) for _ in range(2))

@@ -54,27 +54,34 @@ class AttentionStem(nn.Module):
         return (emb @ self.emb_mix.t()).softmax(dim=-1)
 
     def _to_blocks(self, t: torch.Tensor) -> torch.Tensor:
-        """(B, C, H, W) with H, W multiples of the block -> (B * blocks, heads, block^2, C / heads)."""
-        batch, chans, height, width = t.shape
+        """Channels-last (B, H, W, C), H and W whole blocks -> (B * blocks, heads, block^2, C / heads)."""
+        batch, height, width, chans = t.shape
         b = self.block
-        t = t.reshape(batch, self.heads, chans // self.heads, height // b, b, width // b, b)
-        return t.permute(0, 3, 5, 1, 4, 6, 2).reshape(-1, self.heads, b * b, chans // self.heads)
+        t = t.reshape(batch, height // b, b, width // b, b, self.heads, chans // self.heads)
+        return t.permute(0, 1, 3, 5, 2, 4, 6).reshape(-1, self.heads, b * b, chans // self.heads)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, _, height, width = x.shape
-        b = self.block
+        b, chans = self.block, self.query.out_channels
         pad_h, pad_w = -height % b, -width % b
         x = F.pad(x, (0, pad_w, 0, pad_h))
         hp, wp = height + pad_h, width + pad_w
-        values = self.value(x).reshape(batch, self.values, -1, hp, wp)  # (B, M, width, Hp, Wp)
-        mix = self.value_weights().repeat(hp // b, wp // b, 1).permute(2, 0, 1)  # (M, Hp, Wp)
-        v = torch.einsum("bmchw,mhw->bchw", values, mix.to(values.dtype))
+        # q, k and the M value projections: one channels-last matmul, the 1x1 convolutions' weights and
+        # multiply-adds (a convolution from 1-3 channels ran several times slower on CPU)
+        weight = torch.cat([self.query.weight, self.key.weight, self.value.weight]).flatten(1)
+        q, k, values = F.linear(x.permute(0, 2, 3, 1), weight).split([chans, chans, self.values * chans], -1)
+        # v at each pixel: its M values mixed by p(a, b, m), a broadcast matmul (the same multiply-adds as an
+        # einsum over m, without the einsum's two transposing copies of the values)
+        mix = self.value_weights().repeat(hp // b, wp // b, 1)[:, :, None, :]  # (Hp, Wp, 1, M)
+        values = values.reshape(batch, hp, wp, self.values, chans)
+        v = torch.matmul(mix.to(values.dtype), values).reshape(batch, hp, wp, chans)
         mask = None
         if pad_h or pad_w:  # keys in the padding take no part in the softmax
             inside = torch.zeros(hp, wp, dtype=torch.bool, device=x.device)
             inside[:height, :width] = True
-            mask = self._to_blocks(inside[None, None].expand(batch, self.heads, hp, wp))[:, :, None, :, 0]
-        q, k, v = self._to_blocks(self.query(x)), self._to_blocks(self.key(x)), self._to_blocks(v)
+            mask = self._to_blocks(inside[None, :, :, None].expand(batch, hp, wp, self.heads))
+            mask = mask[:, :, None, :, 0]  # (B * blocks, heads, 1, block^2)
+        q, k, v = self._to_blocks(q), self._to_blocks(k), self._to_blocks(v)
         # a standalone file keeps its batch free: one call, as a loop over the traced size would fix it
         if standard_ops_only() or q.shape[0] <= SDPA_MAX_BATCH:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B * blocks, heads, block^2, d)

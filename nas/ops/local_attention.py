@@ -215,12 +215,11 @@ def _fill(buf: _Chunk, q: Tensor, k: Tensor, v: Tensor, rel: tuple[Tensor, Tenso
     _halo(v, geo, buf.vh)
 
 
-def _logits(chunk: _Chunk, geo: _Geometry, d: int, shift: Tensor | None = None) -> Tensor:
-    """The chunk's base-2 logits (m, b*b, win*win), in its logits buffer, less ``shift`` (m, b*b, 1) if given:
-    relh[l] + relw[c] (masks included) for the halo key in row l and column c, plus q . k."""
+def _logits(chunk: _Chunk, geo: _Geometry, d: int) -> Tensor:
+    """The chunk's base-2 logits (m, b*b, win*win), in its logits buffer: relh[l] + relw[c] (masks included)
+    for the halo key in row l and column c, plus q . k. The backward pass must recompute them bit for bit (so
+    that no logit exceeds the forward's log-sum-exp), hence one function for both passes."""
     m, bq, win = *chunk.qa.shape[:2], geo.win
-    if shift is not None:
-        chunk.qa[..., d + win :] -= shift
     rel = chunk.qa[..., d:]
     if win <= _ONEHOT_WIN:
         torch.matmul(rel, geo.onehot.t(), out=chunk.logits)
@@ -319,7 +318,7 @@ def _local_attention_backward(
         chunk, grads = (type(b)(*(t[:m] for t in b)) for b in bufs)
         _fill(chunk, q[s : s + step], k[s : s + step], v[s : s + step], (rel_row, rel_col), geo)
         qs, win = chunk.qa[..., :d], geo.win
-        p = _logits(chunk, geo, d, lse[s * nb : s * nb + m]).exp2_()  # (m, b*b, win*win) probabilities
+        p = _logits(chunk, geo, d).sub_(lse[s * nb : s * nb + m]).exp2_()  # (m, b*b, win*win) probabilities
         go_ = _to_blocks(grad[s : s + step], geo, grads.go)
         # the gradient wrt the base-2 logits, hence ln 2: ds = p * (dp - rowsum(p * dp)) in one fused op
         dp = torch.bmm(go_ * _LN2, chunk.vh.transpose(1, 2), out=grads.dp)
