@@ -9,8 +9,9 @@ analyses it once (:func:`results.analysis.analyse`) and writes, beside it:
   choice; which choices matter for each objective (:mod:`results.importance`); a drawing of each front
   architecture (:mod:`results.arch_drawing`), reached from the front table's trial numbers and by clicking a
   point of a plot; for each baseline, the found architectures that dominate it and by how much; the failed
-  trials with their reasons; where ``nas retrain`` has written ``retrain/`` beside it (its default folder),
-  each baseline against the found network that beats it at no more cost, retrained, and a link to the
+  trials with their reasons; for each retraining ``nas retrain`` wrote (``retrain/`` beside it, its
+  default folder, and any other ``--out``, which it records in ``retrainings.json``), its schedule, each
+  baseline against the found network that beats it at no more cost, retrained, and a link to the
   retraining's page (:mod:`results.retrain`); the manifest. An empty front says why
   (:func:`results.store.why_no_front`).
 - ``pareto.png`` (matplotlib, :func:`results.plots.write_png`) and ``pareto.csv`` (the front's rows of the
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -129,23 +131,45 @@ def write_report(run_dir: str | Path) -> Path:
 
 
 def _retrained_html(run_dir: Path) -> str:
-    """The retraining ``nas retrain`` wrote into ``run_dir/retrain`` (its comparisons, read as CSV data), with
-    a link to its page; nothing where there is none or it cannot be read."""
-    folder = run_dir / "retrain"
+    """Each retraining of the study (:func:`results.retrain.retraining_folders`): its schedule, its
+    comparisons (read as CSV data) and a link to its page; nothing for one whose table cannot be read."""
+    from results.retrain import DEFAULT_FOLDER, retraining_folders
+
+    parts = []
+    for folder in retraining_folders(run_dir):
+        try:
+            table = pd.read_csv(folder / "comparisons.csv", keep_default_na=False, na_values=[""])
+        except (OSError, ValueError):
+            continue
+        shown = table[[c for c in _RETRAINED_COLUMNS if c in table.columns]].copy()
+        for column in ("found_top1", "baseline_top1", "difference"):
+            if column in shown:
+                shown[column] = pd.to_numeric(shown[column], errors="coerce").round(2)
+        page = Path(os.path.relpath(folder / "retrain.html", run_dir)).as_posix()
+        link = f"<a href='{html.escape(page, quote=True)}'>{html.escape(page)}</a>"
+        where = "" if folder == run_dir / DEFAULT_FOLDER else f" --out {folder}"
+        parts.append(
+            f"<h2>Retrained (nas retrain{html.escape(where)})</h2><p>{html.escape(_schedule(folder))}Each "
+            "baseline against the found network with the best retrained top-1 among those that cost no more, "
+            f"over seeds; the spread and the plot: {link}.</p>"
+            + (html_table(shown) if len(shown) else "<p>The retraining holds no baseline.</p>")
+        )
+    return "\n".join(parts)
+
+
+def _schedule(folder: Path) -> str:
+    """A retraining's schedule in a sentence, from its ``retrain.json``; empty if that cannot be read."""
+    from results.retrain import SCHEDULE_FILE
+
     try:
-        table = pd.read_csv(folder / "comparisons.csv", keep_default_na=False, na_values=[""])
-    except (OSError, ValueError):
+        schedule = json.loads((folder / SCHEDULE_FILE).read_text())["schedule"]
+        config, profile = schedule["config"], schedule["profile"]
+        images = f"{config['train_samples']:,} images" if config.get("train_samples") else "all images"
+        epochs = f"{config['epochs']} epoch" + ("" if config["epochs"] == 1 else "s")
+        where = f"{schedule['dataset']}, {profile['name']} profile ({profile['img_size']} px)"
+        return f"Trained {epochs} of {images} of {where}. "
+    except (OSError, ValueError, KeyError, TypeError):
         return ""
-    shown = table[[c for c in _RETRAINED_COLUMNS if c in table.columns]].copy()
-    for column in ("found_top1", "baseline_top1", "difference"):
-        if column in shown:
-            shown[column] = pd.to_numeric(shown[column], errors="coerce").round(2)
-    link = "<a href='retrain/retrain.html'>retrain/retrain.html</a>"
-    return (
-        "<h2>Retrained (nas retrain)</h2><p>Each baseline against the found network with the best retrained "
-        f"top-1 among those that cost no more, over seeds; the schedule, the spread and the plot: {link}.</p>"
-        + (html_table(shown) if len(shown) else "<p>The retraining holds no baseline.</p>")
-    )
 
 
 _RETRAINED_COLUMNS = (

@@ -56,12 +56,15 @@ __all__ = [
     "finished_runs",
     "plan_retrain",
     "read_run",
+    "retraining_folders",
     "run_retrain",
     "summarize",
 ]
 
 MAX_SEEDS = 20
 SCHEDULE_FILE = "retrain.json"
+DEFAULT_FOLDER = "retrain"  # in the study's run directory
+ELSEWHERE_FILE = "retrainings.json"  # in the study's run directory: the retrainings written elsewhere (--out)
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,7 @@ class RetrainPlan:
     data_dir: str | None
     config: Any  # evaluators.train.FullTrainConfig; its seed is each run's
     objectives: tuple[Objective, ...]
+    run_dir: Path | None = None  # the study's, where a retraining in another folder is recorded
 
     def folder(self, member: Member, seed: int) -> Path:
         return self.out / member.folder / f"seed{seed}"
@@ -163,7 +167,7 @@ def plan_retrain(
         raise ValueError(f"trial: two networks would share the folder {twice[0]}; retrain them apart")
     space = get_space(settings["space"])
     prof = space.profile(profile or settings.get("profile") or "cpu")
-    target = Path(out) if out is not None else run_dir / "retrain"
+    target = Path(out) if out is not None else run_dir / DEFAULT_FOLDER
     plan = RetrainPlan(
         study=str(manifest.get("study") or run_dir.name),
         out=target,
@@ -174,9 +178,39 @@ def plan_retrain(
         data_dir=data_dir if data_dir is not None else settings.get("data_dir"),
         config=config,
         objectives=objectives,
+        run_dir=run_dir,
     )
     _check_schedule(plan)
     return plan
+
+
+def retraining_folders(run_dir: str | Path) -> list[Path]:
+    """The folders holding retrainings of the study in ``run_dir``: its default one, then those written
+    elsewhere (``--out``, recorded in ``retrainings.json``), each only where it holds a retraining now."""
+    run_dir = Path(run_dir)
+    folders = [run_dir / DEFAULT_FOLDER, *map(Path, _elsewhere(run_dir))]
+    return [f for f in dict.fromkeys(folders) if (f / SCHEDULE_FILE).is_file()]
+
+
+def _elsewhere(run_dir: Path) -> list[str]:
+    try:
+        folders = json.loads((run_dir / ELSEWHERE_FILE).read_text()).get("folders", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [f for f in folders if isinstance(f, str)] if isinstance(folders, list) else []
+
+
+def _record_elsewhere(plan: RetrainPlan) -> None:
+    """Note a retraining outside the study's default folder in the study's run directory, so that the
+    study's report finds it."""
+    if plan.run_dir is None or plan.out.resolve() == (plan.run_dir / DEFAULT_FOLDER).resolve():
+        return
+    from nas.atomic import merge_json
+
+    run_dir, folder = plan.run_dir, str(plan.out.resolve())
+    merge_json(
+        run_dir / ELSEWHERE_FILE, lambda: {"folders": list(dict.fromkeys([*_elsewhere(run_dir), folder]))}
+    )
 
 
 def _check_seeds(seeds: Sequence[int]) -> tuple[int, ...]:
@@ -288,6 +322,7 @@ def run_retrain(
     plan.out.mkdir(parents=True, exist_ok=True)
     with replaced(plan.out / SCHEDULE_FILE) as tmp:
         tmp.write_text(json.dumps({"study": plan.study, "schedule": plan.schedule()}, indent=1) + "\n")
+    _record_elsewhere(plan)
     results, skipped = [], []
     data: dict[int, Any] = {}
     runs = list(plan.runs())

@@ -244,3 +244,28 @@ def test_the_study_report_shows_the_retraining_beside_it(study: Path, tmp_path: 
     page = write_report(copy).read_text()
     assert "Retrained (nas retrain)" in page and "href='retrain/retrain.html'" in page
     assert "<td>mine</td>" in page
+
+
+def test_the_study_report_shows_a_retraining_written_elsewhere(study: Path, tmp_path: Path) -> None:
+    from results.report import write_report
+    from results.retrain import finished_runs, retraining_folders
+    from results.retrain_page import write_retraining
+
+    copy = tmp_path / "t"
+    shutil.copytree(study, copy, ignore=shutil.ignore_patterns("retrain"))
+    elsewhere = tmp_path / "longer"
+    plan = plan_retrain(copy, config=TINY, top=1, seeds=[0], dataset="synthetic", out=elsewhere)
+    run_retrain(plan)
+    write_retraining(summarize(plan, finished_runs(plan)))
+    assert retraining_folders(copy) == [elsewhere.resolve()]
+    page = write_report(copy).read_text()
+    assert f"Retrained (nas retrain --out {elsewhere.resolve()})" in page
+    assert "href='../longer/retrain.html'" in page and "Trained 1 epoch of" in page
+    # the default folder's retraining comes first; a folder since removed is left out
+    default = plan_retrain(copy, config=TINY, top=1, seeds=[0], dataset="synthetic")
+    run_retrain(default)
+    write_retraining(summarize(default, finished_runs(default)))
+    assert retraining_folders(copy) == [copy / "retrain", elsewhere.resolve()]
+    shutil.rmtree(elsewhere)
+    page = write_report(copy).read_text()
+    assert retraining_folders(copy) == [copy / "retrain"] and "--out" not in page
