@@ -39,6 +39,7 @@ __all__ = [
     "DataSplit",
     "FileImages",
     "TensorImages",
+    "UnreadableImage",
     "cache_dir",
     "load_dataset",
     "match_channels",
@@ -78,6 +79,19 @@ class TensorImages(Dataset):
         return self if n is None or n >= len(self) else TensorImages(self.images[:n], self.labels[:n])
 
 
+class UnreadableImage(ValueError):
+    """An image file of a dataset that cannot be read or decoded: bad input, one sentence naming the file.
+
+    Raised in a ``DataLoader`` worker, it reaches the caller re-made by the loader with the worker's whole
+    traceback as its message; ``str()`` gives back the sentence (the traceback's last line)."""
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        # how a traceback's last line starts
+        raised_as = f"{type(self).__module__}.{type(self).__qualname__}: "
+        return text.rsplit(raised_as, 1)[-1].strip() if raised_as in text else text
+
+
 class FileImages(Dataset):
     """Image files read and transformed per sample (``imagefolder``): ``samples`` are (path, class) pairs."""
 
@@ -89,10 +103,17 @@ class FileImages(Dataset):
         return len(self.samples)
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        from PIL import Image, UnidentifiedImageError
         from torchvision.datasets.folder import default_loader
 
         path, label = self.samples[i]
-        image = default_loader(path)
+        try:
+            image = default_loader(path)  # opens and decodes (PIL's convert)
+        except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as err:
+            why = "no image format PIL knows" if isinstance(err, UnidentifiedImageError) else f"{err}"
+            raise UnreadableImage(
+                f"{path} cannot be read as an image ({why}); remove or replace the file"
+            ) from None
         return (self.transform(image) if self.transform else image), label
 
     def head(self, n: int | None) -> FileImages:

@@ -157,3 +157,47 @@ def test_imagefolder_holds_val_out_of_train(tmp_path: Path) -> None:
     x, y = next(iter(train))
     assert x.shape == (4, 3, 16, 16) and x.dtype == torch.float32 and y.max() < 2
     assert sum(len(y) for _, y in val) == 4
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_an_unreadable_image_is_one_sentence_naming_it(tmp_path: Path, workers: int) -> None:
+    from PIL import Image
+
+    from evaluators.data import UnreadableImage
+    from nas.search.failures import failure_reason
+
+    (tmp_path / "train" / "cat").mkdir(parents=True)
+    for i in range(4):
+        Image.new("RGB", (20, 24), (40 * i, 100, 200)).save(tmp_path / "train" / "cat" / f"{i}.png")
+    broken = tmp_path / "train" / "cat" / "broken.png"
+    broken.write_bytes(b"not an image")  # found by its name, read only when a batch needs it
+    split = load_dataset(f"imagefolder:{tmp_path}", img_size=16, val_size=1)
+    train, val = loaders(split, 1, num_workers=workers)  # batches of 1: the broken file is in one of them
+    with pytest.raises(UnreadableImage) as caught:
+        for _ in [*train, *val]:
+            pass
+    expected = f"{broken} cannot be read as an image (no image format PIL knows); remove or replace the file"
+    assert str(caught.value) == expected  # a worker's traceback is not part of it
+    assert failure_reason(caught.value) == f"error: UnreadableImage: {expected}"
+
+
+def test_nas_train_on_an_unreadable_image_says_so_in_one_sentence(tmp_path: Path) -> None:
+    from PIL import Image
+    from typer.testing import CliRunner
+
+    from nas.cli import app
+    from search_spaces import get_space
+
+    for cls in ("cat", "dog"):
+        (tmp_path / "train" / cls).mkdir(parents=True)
+        for i in range(3):
+            Image.new("RGB", (20, 24), (40 * i, 100, 200)).save(tmp_path / "train" / cls / f"{i}.png")
+    (tmp_path / "train" / "dog" / "broken.jpg").write_bytes(b"\xff\xd8 truncated")
+    arch = tmp_path / "arch.json"
+    arch.write_text(get_space("coatnet").baselines()["C-C-C-C"].arch.to_json())
+    args = ["train", str(arch), "--dataset", f"imagefolder:{tmp_path}", "--epochs", "1", "--batch-size", "2"]
+    result = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    last = result.output.strip().splitlines()[-1]
+    assert last.startswith(f"error: {tmp_path / 'train' / 'dog' / 'broken.jpg'} cannot be read as an image")
