@@ -235,7 +235,8 @@ def test_the_study_report_shows_the_retraining_beside_it(study: Path, tmp_path: 
     from results.retrain_page import write_retraining
 
     copy = tmp_path / "t"
-    shutil.copytree(study, copy, ignore=shutil.ignore_patterns("retrain"))
+    # without the retrainings other tests of the shared study wrote, here or elsewhere (--out)
+    shutil.copytree(study, copy, ignore=shutil.ignore_patterns("retrain", "retrainings.json"))
     assert "Retrained (nas retrain)" not in write_report(copy).read_text()
     plan = plan_retrain(copy, config=TINY, top=1, seeds=[0], dataset="synthetic")
     assert plan.out == copy / "retrain"
@@ -252,7 +253,8 @@ def test_the_study_report_shows_a_retraining_written_elsewhere(study: Path, tmp_
     from results.retrain_page import write_retraining
 
     copy = tmp_path / "t"
-    shutil.copytree(study, copy, ignore=shutil.ignore_patterns("retrain"))
+    # without the retrainings other tests of the shared study wrote, here or elsewhere (--out)
+    shutil.copytree(study, copy, ignore=shutil.ignore_patterns("retrain", "retrainings.json"))
     elsewhere = tmp_path / "longer"
     plan = plan_retrain(copy, config=TINY, top=1, seeds=[0], dataset="synthetic", out=elsewhere)
     run_retrain(plan)
