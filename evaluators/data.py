@@ -21,7 +21,6 @@ from __future__ import annotations
 import gzip
 import math
 import os
-import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -326,6 +325,20 @@ def _downloading(name: str, root: Path) -> Iterator[None]:
         raise ValueError(f"{name}: the download into {root} failed ({reason})") from None
 
 
+@contextmanager
+def _reading(name: str, where: Path | str) -> Iterator[None]:
+    """Reading a copy of a dataset (the user's, the system's or the cache's): a damaged or truncated file is
+    one sentence naming the copy, not the traceback of torchvision's reader."""
+    try:
+        yield
+    except (OSError, RuntimeError, AssertionError, ValueError, EOFError, IndexError) as err:
+        reason = " ".join(str(err).split()) or "not in the format expected"
+        raise ValueError(
+            f"{name} at {where} cannot be read, a file is damaged or incomplete ({reason}); replace the "
+            f"copy, or remove it and allow torchvision's download with {option('download')}"
+        ) from None
+
+
 def _has_files(folder: Path, names: Sequence[str], suffix: str) -> bool:
     return all((folder / (n + suffix)).is_file() for n in names)
 
@@ -343,10 +356,12 @@ def _unpack_fashion(source: Path) -> Path:
             continue
         gz = (source / (name + ".gz")).is_file()
         opener = gzip.open if gz else open
-        with opener(source / (name + (".gz" if gz else "")), "rb") as src:
-            fd, tmp = tempfile.mkstemp(dir=target, prefix=name + ".")
-            with os.fdopen(fd, "wb") as dst:
-                shutil.copyfileobj(src, dst)
+        with _reading("Fashion-MNIST", source), opener(source / (name + (".gz" if gz else "")), "rb") as src:
+            # at most 47 MB; read whole, so that a write error is not taken for a read one
+            payload = src.read()
+        fd, tmp = tempfile.mkstemp(dir=target, prefix=name + ".")
+        with os.fdopen(fd, "wb") as dst:
+            dst.write(payload)
         os.replace(tmp, target / name)
     return target.parent
 
@@ -355,7 +370,8 @@ def _read_fashion(folder: Path, source: str) -> tuple[torch.Tensor, torch.Tensor
     """Read the training half through torchvision; ``folder`` is ``<root>/FashionMNIST``."""
     from torchvision.datasets import FashionMNIST
 
-    ds = FashionMNIST(str(folder.parent), train=True, download=False)
+    with _reading("Fashion-MNIST", source):
+        ds = FashionMNIST(str(folder.parent), train=True, download=False)
     return ds.data.unsqueeze(1).contiguous(), ds.targets.long(), source
 
 
@@ -368,7 +384,12 @@ def _cifar(
     roots = [*_candidate_roots(data_dir), cache_dir()]
     for root in roots:
         if (root / folder).is_dir():
-            return _read_cifar(cls(str(root), train=True, download=False), str(root / folder))
+            with _reading(kind.upper(), root / folder):
+                try:
+                    ds = cls(str(root), train=True, download=False)
+                except RuntimeError:  # "not found or corrupted": a file missing, or not torchvision's
+                    raise RuntimeError("its files' checksums are not the published ones") from None
+            return _read_cifar(ds, str(root / folder))
     if download:
         root = roots[0]
         with _downloading(kind.upper(), root):

@@ -108,6 +108,47 @@ def test_data_dir_comes_first_and_is_unpacked_to_the_cache(
     assert again.source == str(raw) and torch.equal(again.train.images, split.train.images)
 
 
+@pytest.mark.parametrize("damage", ["truncated", "junk"])
+def test_a_damaged_copy_is_one_sentence_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    import gzip
+
+    monkeypatch.setenv("NAS_DATA", str(tmp_path / "cache"))
+    # Debian's layout: gzip files, unpacked into the cache; one cut short, or not gzip at all
+    debian = tmp_path / "debian"
+    debian.mkdir()
+    for gz in SYSTEM_FASHION_MNIST.glob("*-ubyte.gz"):
+        shutil.copy(gz, debian / gz.name)
+    images = debian / "train-images-idx3-ubyte.gz"
+    images.write_bytes(images.read_bytes()[:5000] if damage == "truncated" else b"junk")
+    # torchvision's layout, read in place; a CIFAR copy whose files are not the published ones
+    torchvision = tmp_path / "tv" / "FashionMNIST" / "raw"
+    torchvision.mkdir(parents=True)
+    for name in data_mod._FASHION_FILES:
+        (torchvision / name).write_bytes(gzip.decompress((SYSTEM_FASHION_MNIST / f"{name}.gz").read_bytes()))
+    cut = torchvision / "train-labels-idx1-ubyte"
+    cut.write_bytes(cut.read_bytes()[:100] if damage == "truncated" else b"junk")
+    cifar = tmp_path / "cifar" / "cifar-10-batches-py"
+    cifar.mkdir(parents=True)
+    for name in ("data_batch_1", "batches.meta"):
+        (cifar / name).write_bytes(b"junk")
+    for name, data_dir, where in (
+        ("fashion-mnist", debian, debian),
+        ("fashion-mnist", tmp_path / "tv", torchvision),
+        ("cifar10", tmp_path / "cifar", cifar),
+    ):
+        with pytest.raises(ValueError) as err:
+            load_dataset(name, img_size=28, data_dir=data_dir)
+        message = str(err.value)
+        assert message.startswith(f"{name.upper().replace('FASHION-MNIST', 'Fashion-MNIST')} at {where} ")
+        assert (
+            "cannot be read, a file is damaged or incomplete (" in message and len(message.splitlines()) == 1
+        )
+        assert message.endswith("allow torchvision's download with download=True")
+    assert not list((tmp_path / "cache" / "FashionMNIST" / "raw").glob("*ubyte*"))  # no half-unpacked file
+
+
 def test_unknown_and_missing_datasets() -> None:
     with pytest.raises(ValueError, match=r"known: fashion-mnist, cifar10, cifar100, imagefolder:PATH"):
         load_dataset("mnist", img_size=32)
