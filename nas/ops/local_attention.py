@@ -97,8 +97,9 @@ def _make_geometry(
 ) -> _Geometry:
     pad, win = (kernel - 1) // 2, block + kernel - 1
     nbh, nbw = -(-h // block), -(-w // block)
-    # Finite, so that subtracting a row's peak never computes inf - inf = NaN, and small enough that a row
-    # mask plus a column mask plus a logit cannot overflow; no real logit comes near it.
+    # Finite, so that the one-hot matmul never computes 0 * inf = NaN nor subtracting a row's peak inf - inf,
+    # and small enough that a row mask plus a column mask plus a logit cannot overflow; no real logit comes
+    # near it.
     masked = -torch.finfo(dtype).max / 8
     halo = torch.arange(win, device=device)
     offset = halo[None, :] - torch.arange(block, device=device)[:, None]  # (b, win): key minus query
@@ -237,9 +238,10 @@ def _rel_grad(ds: Tensor, geo: _Geometry) -> Tensor:
 
 
 def _narrow_product(a: Tensor, b: Tensor) -> Tensor:
-    """a @ b for (m, r, L) a and (m, L, c) b with c small (a head's d), as (b^T a^T)^T when c < 16: MKL's
-    batched GEMM runs several times slower with an output of few columns than with its transpose's wide
-    rows (d = 2: 1.1 against 0.5 ms; d = 8: 0.23 against 0.07; equal at 16, 5-15% slower from 64)."""
+    """a @ b for (m, r, L) a and (m, L, c) b, c a head's d, as (b^T a^T)^T when c < 16: MKL's batched GEMM
+    runs several times slower with an output of few columns than with its transpose's wide rows (d = 2: 1.1
+    against 0.5 ms; d = 8: 0.23 against 0.07); from 16 on the transposed form gains nothing (5-15% slower
+    from 64)."""
     if b.shape[-1] >= 16:
         return torch.bmm(a, b)
     return torch.bmm(b.transpose(1, 2), a.transpose(1, 2)).transpose(1, 2)
