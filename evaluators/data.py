@@ -388,7 +388,7 @@ def _cifar(
                 try:
                     ds = cls(str(root), train=True, download=False)
                 except RuntimeError:  # "not found or corrupted": a file missing, or not torchvision's
-                    raise RuntimeError("its files' checksums are not the published ones") from None
+                    raise RuntimeError("a file is missing or not byte for byte the published one") from None
             return _read_cifar(ds, str(root / folder))
     if download:
         root = roots[0]
