@@ -26,13 +26,13 @@ included) on the last feature map; a stage's repeated blocks are one part counte
   more negative gap means the parts were timed while another process held the cores).
 
 :class:`LatencyTable` holds one device's measurements in memory and in ``<root>/<device-id>.json``; the
-device id names the device kind and model, the torch version and the thread count, the things a latency
-depends on besides the network. Several worker processes may share one file: a table measures what it lacks
-without a lock, then, under ``fcntl.flock`` on ``<device-id>.json.lock``, reads the file, adds what is new
-(an entry already in the file wins, so every worker predicts from the same numbers) and replaces the file
-atomically. A file that is not valid JSON, is not a latency table or belongs to another device is refused
-with a ValueError naming it (never silently rebuilt: it may hold hours of measurements; delete it to measure
-again).
+device id names the device kind and model, the torch version, a hash of the ops' code (``nas/ops/``,
+``nas/model.py``) and the thread count, the things a latency depends on besides the network. Several
+worker processes may share one file: a table measures what it lacks without a lock, then, under
+``fcntl.flock`` on ``<device-id>.json.lock``, reads the file, adds what is new (an entry already in the
+file wins, so every worker predicts from the same numbers) and replaces the file atomically. A file that is
+not valid JSON, is not a latency table or belongs to another device is refused with a ValueError naming it
+(never silently rebuilt: it may hold hours of measurements; delete it to measure again).
 
 The method assumes what a lookup table assumes: a part's latency does not depend on its neighbours. On the
 CPU this holds to within a few percent at 224 px and less well on small images (there a block runs 10-20%
@@ -49,6 +49,7 @@ networks.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import math
 import platform
@@ -149,7 +150,25 @@ def _slug(text: str) -> str:
 
 def _device_id(device: torch.device, threads: int) -> str:
     """A readable file name for what a latency depends on besides the network."""
-    return f"{device.type}-{_slug(device_name(device))}-torch{_slug(torch.__version__)}-{threads}threads"
+    torch_version = _slug(torch.__version__)
+    return (
+        f"{device.type}-{_slug(device_name(device))}-torch{torch_version}-ops{_ops_code()}-{threads}threads"
+    )
+
+
+@functools.cache
+def _ops_code() -> str:
+    """8 hex digits of a hash of the code that builds and runs the timed parts (``nas/ops/``,
+    ``nas/model.py``): a faster kernel makes old measurements wrong, so code that differs in any byte is
+    another table (measured again, the old file left as it is)."""
+    import nas.model
+    import nas.ops
+
+    files = [*sorted(Path(nas.ops.__file__).parent.glob("*.py")), Path(nas.model.__file__)]
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(f"{file.name}\0".encode() + file.read_bytes())
+    return digest.hexdigest()[:8]
 
 
 @contextmanager

@@ -301,6 +301,29 @@ def test_a_bad_image_size_is_refused_in_one_sentence(img_size, tmp_path: Path) -
         _table(tmp_path).predict(arch, img_size)
 
 
+def test_other_ops_code_is_another_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    import nas.ops
+    from evaluators import latency
+
+    table = _table(tmp_path)
+    assert f"-ops{latency._ops_code()}-" in table.device_id
+    ops = tmp_path / "ops"
+    shutil.copytree(Path(nas.ops.__file__).parent, ops)
+    monkeypatch.setattr(nas.ops, "__file__", str(ops / "__init__.py"))
+    latency._ops_code.cache_clear()
+    try:
+        assert _table(tmp_path).device_id == table.device_id  # the same code, byte for byte
+        local = ops / "local_attention.py"
+        local.write_text(local.read_text() + "\n# a faster kernel\n")
+        latency._ops_code.cache_clear()
+        other = _table(tmp_path)
+        assert other.device_id != table.device_id and other.path != table.path
+    finally:
+        latency._ops_code.cache_clear()
+
+
 # --- measuring leaves the caller's state alone ------------------------------------------------------
 
 
