@@ -6,7 +6,9 @@ window), at one of two shapes (``--shape``):
 
 - ``paper`` (the default, and the README's acceptance bars): B=8, 64 channels in 8 heads, 56 x 56, k=7;
 - ``proxy``: what a ``coatnet`` search trains at the cpu profile, a width-64 stage of k=11 scaled to 16
-  channels in 8 heads (head dim 2) on 16 x 16 maps, B=64; figures without bars.
+  channels in 8 heads (head dim 2) on 16 x 16 maps, B=64; figures without bars;
+- ``sasa``: what a ``sasa`` search trains at the cpu profile in its last stage group, 128 channels in 8
+  heads (head dim 16) on 4 x 4 maps, k=7, B=128 (the kernel's one-block form); figures without bars.
 
 Each variant runs in a fresh subprocess, so neither sees the other's allocator state:
 
@@ -29,8 +31,8 @@ from the variants' environment.
 
 Run from the repository root: ``.venv/bin/python benchmarks/bench_local_attention.py [--shape proxy]``
 (both modes; ``--idle`` or ``--contention`` measures one and keeps the other's saved figures). Prints a
-table per mode and writes ``benchmarks/results/local_attention.json`` (``local_attention_proxy.json`` for
-the proxy shape).
+table per mode and writes ``benchmarks/results/local_attention.json`` (``local_attention_proxy.json`` and
+``local_attention_sasa.json`` for the other shapes).
 """
 
 from __future__ import annotations
@@ -76,6 +78,9 @@ SHAPES = {
     # what a coatnet-space search trains at the cpu profile: a width-64 stage of k = 11 scaled to 16 channels
     # in 8 heads (head dim 2) on 16 x 16 maps, batch 64 (trial 12 of the README's retraining)
     "proxy": Shape(64, 16, 16, 11, 8, "local_attention_proxy.json", False),
+    # what a sasa-space search trains at the cpu profile in its last stage group: width 512 scaled to 128
+    # channels in 8 heads (head dim 16) on 4 x 4 maps, k = 7, batch 128 (the kernel's one-block form)
+    "sasa": Shape(128, 128, 4, 7, 8, "local_attention_sasa.json", False),
 }
 WARMUP, REPEATS = 2, 7
 VARIANTS = ("reference", "local")
@@ -144,8 +149,9 @@ def _measure(variant: str, shape: Shape) -> dict:
 
 
 def _check_agreement(shape: Shape) -> float:
-    """Max abs difference of outputs and input gradients of the two variants on a small problem."""
-    mixer, qkv, upstream = _problem(shape, 2, 20)
+    """Max abs difference of outputs and input gradients of the two variants on a small problem (maps of
+    the shape's size up to 20, so that the kernel takes the shape's form: blocks or one block)."""
+    mixer, qkv, upstream = _problem(shape, 2, min(shape.size, 20))
     results = []
     for variant in VARIANTS:
         out = _attention(variant, mixer)(*qkv)
@@ -210,7 +216,7 @@ def main() -> None:
         "--shape",
         choices=SHAPES,
         default="paper",
-        help="paper: the acceptance shape; proxy: a cpu-profile layer",
+        help="paper: the acceptance shape; proxy, sasa: a cpu-profile layer of the coatnet, sasa space",
     )
     args = parser.parse_args()
     if args.threads < 1:
@@ -228,7 +234,8 @@ def main() -> None:
         f"heads={shape.heads}, fp32, forward + backward"
     )
     max_diff = _check_agreement(shape)
-    print(f"agreement (20x20, outputs and gradients): max abs diff {max_diff:.2e}")
+    side = min(shape.size, 20)
+    print(f"agreement ({side}x{side}, outputs and gradients): max abs diff {max_diff:.2e}")
     config = {
         "shape": args.shape,
         "batch": shape.batch,

@@ -28,6 +28,21 @@ CASES = [
     (11, 1, 16, (5, 12)),
 ]
 IDS = [f"k{k}-h{heads}-d{d}-{h}x{w}" for k, heads, d, (h, w) in CASES]
+# how the kernel cuts a map into query blocks: as it chooses, always in blocks of 4 (a map of 4 or less is one
+# block of 4, its padded queries dropped), always one block over the whole map
+BLOCK_RULES = {
+    "chosen": local_attention._block_for,
+    "blocks": lambda h, w, k: local_attention._BLOCK,
+    "one-block": lambda h, w, k: max(h, w),
+}
+
+
+@pytest.fixture(params=list(BLOCK_RULES))
+def block_rule(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(local_attention, "_block_for", BLOCK_RULES[request.param])
+    local_attention._geometry.cache_clear()
+    yield request.param
+    local_attention._geometry.cache_clear()
 
 
 def _mixer(k: int, heads: int, head_dim: int, stride: int = 1, dtype=torch.float32) -> LocalAttention:
@@ -56,7 +71,7 @@ def _grads(mixer: LocalAttention, x: torch.Tensor, upstream: torch.Tensor, forwa
 @pytest.mark.parametrize("stride", [1, 2])
 @pytest.mark.parametrize(("k", "heads", "head_dim", "size"), CASES, ids=IDS)
 def test_forward_matches_reference(
-    k: int, heads: int, head_dim: int, size: tuple[int, int], stride: int
+    k: int, heads: int, head_dim: int, size: tuple[int, int], stride: int, block_rule: str
 ) -> None:
     mixer, x = _mixer(k, heads, head_dim, stride), torch.randn(2, 6, *size)
     out = mixer(x)
@@ -67,7 +82,7 @@ def test_forward_matches_reference(
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize(("k", "heads", "head_dim", "size"), CASES, ids=IDS)
 def test_gradients_match_reference(
-    k: int, heads: int, head_dim: int, size: tuple[int, int], dtype: torch.dtype
+    k: int, heads: int, head_dim: int, size: tuple[int, int], dtype: torch.dtype, block_rule: str
 ) -> None:
     mixer, x = _mixer(k, heads, head_dim, dtype=dtype), torch.randn(2, 6, *size, dtype=dtype)
     upstream = torch.randn(2, heads * head_dim, *size, dtype=dtype)
@@ -88,7 +103,9 @@ def test_stride_2_gradients_match_reference() -> None:
 
 
 @pytest.mark.parametrize("images_per_chunk", [1, 4])
-def test_chunking_matches_reference(images_per_chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_chunking_matches_reference(
+    images_per_chunk: int, monkeypatch: pytest.MonkeyPatch, block_rule: str
+) -> None:
     # 2 x 3 = 6 images: one per chunk, or a full chunk of 4 and a partial one of 2
     monkeypatch.setattr(local_attention, "_images_per_chunk", lambda n, geo, x: min(n, images_per_chunk))
     mixer, x = _mixer(5, 3, 4), torch.randn(2, 6, 9, 10)
@@ -100,7 +117,7 @@ def test_chunking_matches_reference(images_per_chunk: int, monkeypatch: pytest.M
         torch.testing.assert_close(a, b, atol=1e-5 * max(1.0, b.abs().max().item()), rtol=0)
 
 
-def test_keys_outside_the_image_get_no_weight() -> None:
+def test_keys_outside_the_image_get_no_weight(block_rule: str) -> None:
     # Every in-image logit is q . k = -18 (d = 4, scale 1/2) plus small relative terms. Zero-vector keys in
     # the padding would score about 0 and take almost all the weight (values 0 there), pulling outputs to
     # ~0; excluded from the softmax, the weights over in-image keys (values 1) must sum to exactly 1.
@@ -112,9 +129,10 @@ def test_keys_outside_the_image_get_no_weight() -> None:
 
 
 @pytest.mark.parametrize("k", [3, 5])
-def test_keys_outside_the_window_cannot_leak(k: int) -> None:
-    # The blocked kernel scores every query against its block's whole halo, which holds in-image keys
-    # outside the query's own k x k window: a huge key and value there must not change its output.
+def test_keys_outside_the_window_cannot_leak(k: int, block_rule: str) -> None:
+    # The blocked kernel scores every query against its block's whole halo (or, one block, the whole map),
+    # which holds in-image keys outside the query's own k x k window: a huge key and value there must not
+    # change its output.
     mixer = _mixer(k, 1, 4)
     q, keys, v = (torch.randn(1, 1, 4, 12, 12) for _ in range(3))
     out = mixer.attend(q, keys, v)
@@ -128,7 +146,7 @@ def test_keys_outside_the_window_cannot_leak(k: int) -> None:
 
 
 @pytest.mark.parametrize("k", [7, 11])
-def test_half_precision_is_finite_and_close(k: int) -> None:
+def test_half_precision_is_finite_and_close(k: int, block_rule: str) -> None:
     mixer = _mixer(k, 2, 8)
     q, k, v = (torch.randn(2, 2, 8, 9, 11) for _ in range(3))
     expected = mixer.attend(q, k, v)
@@ -141,7 +159,7 @@ def test_half_precision_is_finite_and_close(k: int) -> None:
 
 
 @pytest.mark.parametrize("k", [7, 11])
-def test_huge_logits_keep_gradients_finite_and_exact(k: int) -> None:
+def test_huge_logits_keep_gradients_finite_and_exact(k: int, block_rule: str) -> None:
     # Synflow runs networks on |weights| in float64, where logits reach 1e20: the backward pass must
     # recompute the forward's logits bit for bit, or a rounding difference of 1e4 overflows exp2
     mixer = _mixer(k, 2, 4, dtype=torch.float64)
@@ -155,8 +173,18 @@ def test_huge_logits_keep_gradients_finite_and_exact(k: int) -> None:
     torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12 * expected.abs().max().item())
 
 
-def test_core_is_one_op_with_consistent_registrations() -> None:
-    q, k, v = (torch.randn(2, 5, 6, 4, requires_grad=True) for _ in range(3))
+def test_one_block_where_it_scores_few_enough_logits() -> None:
+    choose = local_attention._block_for
+    assert [choose(s, s, k) for s in (1, 2, 3, 4) for k in (3, 11)] == [1, 1, 2, 2, 3, 3, 4, 4]
+    assert choose(3, 1, 5) == 3 and [choose(8, 8, k) for k in (3, 5, 11)] == [4, 8, 8]
+    assert [choose(12, 12, k) for k in (3, 5, 7, 11)] == [4, 4, 12, 12]
+    assert [choose(16, 16, k) for k in (3, 5, 7, 9, 11)] == [4, 4, 4, 4, 16]
+    assert choose(32, 32, 11) == choose(56, 56, 7) == 4
+
+
+@pytest.mark.parametrize("size", [(5, 6), (13, 14)], ids=["one-block", "blocks"])
+def test_core_is_one_op_with_consistent_registrations(size: tuple[int, int]) -> None:
+    q, k, v = (torch.randn(2, *size, 4, requires_grad=True) for _ in range(3))
     rel_row, rel_col = (torch.randn(3, 2, requires_grad=True) for _ in range(2))
     checks = ("test_schema", "test_autograd_registration", "test_faketensor")
     torch.library.opcheck(_local_attention, (q, k, v, rel_row, rel_col, 3), test_utils=checks)

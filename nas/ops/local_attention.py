@@ -13,19 +13,21 @@ from one 1x1 convolution without bias; the heads are concatenated without an out
 none), and a stride-2 layer average-pools the result 2x2 (``ceil_mode=True, count_include_pad=False``), as
 SASA does where a block downsamples.
 
-The attention core (``nas::local_attention``, one custom op with its own backward) is computed blockwise as
-in HaloNet (Vaswani et al. 2021): the queries of each non-overlapping b x b block attend to the
-(b + k - 1)^2 halo around the block with dense batched matmuls. A query's logit for the halo key in row l and
-column c is relh[l] + relw[c] + q . k, where relh[l] is its row logit for halo row l and relw[c] its column
-logit, or a huge finite negative number where that key is masked (outside the query's k x k window, or
-outside the image), so that exp2 of a masked logit is exactly 0. The row and column terms enter the logits'
-buffer first (a matmul with the one-hot halo coordinates of each key for small windows, a broadcast add for
-large ones: ``_ONEHOT_WIN``), then one ``baddbmm`` adds q . k; as extra features of one augmented dot product
-they would cost 2 (b + k - 1) + 1 multiply-adds per logit, many times the d of q . k at small head dims.
-Products whose output has few columns (a head's d) are computed as their transpose (``_narrow_product``).
-Blocks are processed in cache-sized chunks, each worker reusing its buffers, and the backward pass
-recomputes the probabilities from the saved log-sum-exp (as flash attention does): the attention matrix of
-the whole map is never stored.
+The attention core (``nas::local_attention``, one custom op with its own backward) is computed blockwise as in
+HaloNet (Vaswani et al. 2021): the queries of each non-overlapping b x b block attend to the (b + k - 1)^2
+halo around the block with dense batched matmuls; a small map is one block whose keys are the map itself
+(``_block_for``: on a 4 x 4 map a 4 x 4 block's halo at k = 7 holds 100 positions, 16 of them in the image, so
+the late stages and the proxy profiles' small maps spent most of their logits on keys that are always masked).
+A query's logit for the halo key in row l and column c is relh[l] + relw[c] + q . k, where relh[l] is its row
+logit for halo row l and relw[c] its column logit, or a huge finite negative number where that key is masked
+(outside the query's k x k window, or outside the image), so that exp2 of a masked logit is exactly 0. The row
+and column terms enter the logits' buffer first (a matmul with the one-hot halo coordinates of each key for
+small windows, a broadcast add for large ones: ``_ONEHOT_WIN``), then one ``baddbmm`` adds q . k; as extra
+features of one augmented dot product they would cost 2 (b + k - 1) + 1 multiply-adds per logit, many times
+the d of q . k at small head dims. Products whose output has few columns (a head's d) are computed as their
+transpose (``_narrow_product``). Blocks are processed in cache-sized chunks, each worker reusing its buffers,
+and the backward pass recomputes the probabilities from the saved log-sum-exp (as flash attention does): the
+attention matrix of the whole map is never stored (a one-block map's is, one chunk of images at a time).
 
 :func:`dense_local_attention` is the same attention written naively with ``F.unfold`` (every k x k window of
 keys and values held at once, k^2 times the activation memory): the tests' ground truth, and what the mixer
@@ -69,6 +71,11 @@ _CHUNK_BYTES_DEFAULT = 256 << 20
 # the broadcast's inner loops run over only win values, 2.3x slower than the matmul at win 6 (k = 3), 1.2x
 # at 10 (k = 7); at 14 (k = 11) the matmul's 2 win multiply-adds per logit make it 1.6x slower.
 _ONEHOT_WIN = 10
+# One block over a whole small map scores more logits than blocks of 4 with their halos where k is small, but
+# each costs less (larger matmuls, no halo gathered or folded): forward + backward, 2 threads, batch 64-128,
+# head dims 2-16, it took 0.72-0.99x the blocked time at up to 1.44 times the blocked logits, 0.80-1.12x at
+# 1.78 times (8 x 8 at k = 3, 16 x 16 at k = 9: no better), 1.05-1.33x at 2.6 and 1.3-2.3x at 4 to 7 times.
+_ONE_BLOCK_LOGITS = 1.5
 
 
 class _Geometry(NamedTuple):
@@ -79,17 +86,43 @@ class _Geometry(NamedTuple):
     win: int  # halo side b + k - 1
     nbh: int  # query blocks along H and W
     nbw: int
+    # The halo rows (columns) that hold keys: all win of them, or, when the map is one block, only the H (W)
+    # inside the image, from halo row (column) first_key on; the others would only ever be masked.
+    key_rows: int
+    key_cols: int
+    first_key: int
     mask_row: Tensor  # (nbh, b, win): 0 or the mask value for block row i, query row r, halo row l
     mask_col: Tensor  # (nbw, b, win)
-    onehot: Tensor  # (win * win, 2 * win): [onehot(halo row), onehot(halo col)] of each halo position
+    onehot: Tensor  # (key_rows * key_cols, 2 * win): [onehot(halo row), onehot(halo col)] of each key
+
+    @property
+    def keys(self) -> int:
+        return self.key_rows * self.key_cols
+
+    @property
+    def cropped(self) -> bool:
+        return self.nbh == self.nbw == 1
+
+
+def _block_for(h: int, w: int, kernel: int) -> int:
+    """The query block side for an H x W map: ``_BLOCK``, or the map's larger side, one block over the whole
+    map whose keys are the map itself (no halo positions outside the image are scored, no halo is
+    gathered), where that block scores fewer than ``_ONE_BLOCK_LOGITS`` times the logits of the blocks of
+    ``_BLOCK`` with their halos: maps up to 4 x 4 always, 8 x 8 from k = 5, 12 x 12 from k = 7, 16 x 16 from
+    k = 11 (the small maps of late stages and of proxy profiles)."""
+    side = max(h, w)
+    if side <= _BLOCK:
+        return side
+    blocked = -(-h // _BLOCK) * -(-w // _BLOCK) * _BLOCK**2 * (_BLOCK + kernel - 1) ** 2
+    return side if side * side * h * w < _ONE_BLOCK_LOGITS * blocked else _BLOCK
 
 
 @functools.lru_cache(maxsize=64)
-def _geometry(h: int, w: int, kernel: int, block: int, device: torch.device, dtype: torch.dtype) -> _Geometry:
+def _geometry(h: int, w: int, kernel: int, device: torch.device, dtype: torch.dtype) -> _Geometry:
     # cached, so made outside inference mode even when first asked for inside it (a latency measurement):
     # a cached inference tensor would break every later training step
     with torch.inference_mode(False):
-        return _make_geometry(h, w, kernel, block, device, dtype)
+        return _make_geometry(h, w, kernel, _block_for(h, w, kernel), device, dtype)
 
 
 def _make_geometry(
@@ -110,9 +143,26 @@ def _make_geometry(
         valid = in_window & ((coord >= 0) & (coord < size))[:, None, :]  # (blocks, b, win)
         return torch.zeros(valid.shape, device=device, dtype=dtype).masked_fill_(~valid, masked)
 
+    # one block: its halo's rows pad .. pad + H - 1 (columns pad .. pad + W - 1) are the image
+    rows, cols, first = (h, w, pad) if nbh == nbw == 1 else (win, win, 0)
     eye = torch.eye(win, device=device, dtype=dtype)
-    onehot = torch.cat([eye[:, None, :].expand(-1, win, -1), eye[None, :, :].expand(win, -1, -1)], dim=-1)
-    return _Geometry(kernel, block, win, nbh, nbw, mask(h, nbh), mask(w, nbw), onehot.reshape(win * win, -1))
+    row_hot, col_hot = eye[first : first + rows], eye[first : first + cols]
+    onehot = torch.cat(
+        [row_hot[:, None, :].expand(-1, cols, -1), col_hot[None, :, :].expand(rows, -1, -1)], -1
+    )
+    return _Geometry(
+        kernel,
+        block,
+        win,
+        nbh,
+        nbw,
+        rows,
+        cols,
+        first,
+        mask(h, nbh),
+        mask(w, nbw),
+        onehot.reshape(rows * cols, -1),
+    )
 
 
 # All maps below are channels-last, (n, H, W, c), so that gathers and scatters move runs of c contiguous
@@ -136,9 +186,12 @@ def _from_blocks(x: Tensor, geo: _Geometry, h: int, w: int) -> Tensor:
 
 
 def _halo(x: Tensor, geo: _Geometry, out: Tensor) -> None:
-    """Copies the zero-padded win x win halo of every block of x (n, H, W, c) into out[..., :c], out being
-    (m, win*win, F)."""
+    """Copies the keys of every block's halo from x (n, H, W, c) into out[..., :c], out being (m, keys, F):
+    the zero-padded win x win halo, or the map itself when it is one block."""
     n, h, w, c = x.shape
+    if geo.cropped:
+        out.view(n, h, w, -1)[..., :c].copy_(x)
+        return
     b, win, pad = geo.block, geo.win, (geo.kernel - 1) // 2
     x = F.pad(x, (0, 0, pad, geo.nbw * b - w + pad, pad, geo.nbh * b - h + pad))
     x = x.unfold(1, win, b).unfold(2, win, b)  # (n, nbh, nbw, c, win, win)
@@ -146,11 +199,13 @@ def _halo(x: Tensor, geo: _Geometry, out: Tensor) -> None:
 
 
 def _fold_halo(x: Tensor, geo: _Geometry, h: int, w: int) -> Tensor:
-    """Adjoint of ``_halo``: sums halo gradients (m, win*win, c) back into a map (n, H, W, c).
+    """Adjoint of ``_halo``: sums halo gradients (m, keys, c) back into a map (n, H, W, c).
 
     The halo is cut into block-sized tiles; tile (ty, tx) of block (i, j) lands on block (i + ty, j + tx) of
     the padded map, so each tile offset is one add of non-overlapping strided regions.
     """
+    if geo.cropped:
+        return x.reshape(-1, h, w, x.shape[-1])
     b, win, pad, c = geo.block, geo.win, (geo.kernel - 1) // 2, x.shape[-1]
     tiles = -(-win // b)
     x = x.reshape(-1, geo.nbh, geo.nbw, win, win, c)
@@ -180,26 +235,26 @@ class _Grads(NamedTuple):
     """A chunk's backward-pass buffers."""
 
     go: Tensor  # (m, b*b, d): the output's gradient, blocked
-    dp: Tensor  # (m, b*b, win*win): the probabilities' gradient
-    ds: Tensor  # (m, b*b, win*win): the logits' gradient
+    dp: Tensor  # (m, b*b, keys): the probabilities' gradient
+    ds: Tensor  # (m, b*b, keys): the logits' gradient
 
 
 class _Chunk(NamedTuple):
     """Per-chunk buffers."""
 
     qa: Tensor  # (m, b*b, d + 2 win): [scale q, relh + masks, relw + masks]
-    kh: Tensor  # (m, win*win, d): the halo's keys
-    vh: Tensor  # (m, win*win, d): the halo's values
-    logits: Tensor  # (m, b*b, win*win)
+    kh: Tensor  # (m, keys, d): the halo's keys
+    vh: Tensor  # (m, keys, d): the halo's values
+    logits: Tensor  # (m, b*b, keys)
 
 
 def _chunk_buffers(x: Tensor, geo: _Geometry, blocks: int) -> _Chunk:
     d, win = x.shape[-1], geo.win
     return _Chunk(
         x.new_empty(blocks, geo.block**2, d + 2 * win),
-        x.new_empty(blocks, win * win, d),
-        x.new_empty(blocks, win * win, d),
-        x.new_empty(blocks, geo.block**2, win * win),
+        x.new_empty(blocks, geo.keys, d),
+        x.new_empty(blocks, geo.keys, d),
+        x.new_empty(blocks, geo.block**2, geo.keys),
     )
 
 
@@ -217,7 +272,7 @@ def _fill(buf: _Chunk, q: Tensor, k: Tensor, v: Tensor, rel: tuple[Tensor, Tenso
 
 
 def _logits(chunk: _Chunk, geo: _Geometry, d: int) -> Tensor:
-    """The chunk's base-2 logits (m, b*b, win*win), in its logits buffer: relh[l] + relw[c] (masks included)
+    """The chunk's base-2 logits (m, b*b, keys), in its logits buffer: relh[l] + relw[c] (masks included)
     for the halo key in row l and column c, plus q . k. The backward pass must recompute them bit for bit (so
     that no logit exceeds the forward's log-sum-exp), hence one function for both passes."""
     m, bq, win = *chunk.qa.shape[:2], geo.win
@@ -225,16 +280,31 @@ def _logits(chunk: _Chunk, geo: _Geometry, d: int) -> Tensor:
     if win <= _ONEHOT_WIN:
         torch.matmul(rel, geo.onehot.t(), out=chunk.logits)
     else:
-        torch.add(rel[..., :win, None], rel[..., None, win:], out=chunk.logits.view(m, bq, win, win))
+        rows, cols = _key_slices(geo)
+        logits = chunk.logits.view(m, bq, geo.key_rows, geo.key_cols)
+        torch.add(rel[..., rows, None], rel[..., None, cols], out=logits)
     return chunk.logits.baddbmm_(chunk.qa[..., :d], chunk.kh.transpose(1, 2))
 
 
+def _key_slices(geo: _Geometry) -> tuple[slice, slice]:
+    """Where the keys' halo rows and columns sit among the 2 win relative features."""
+    first = geo.first_key
+    return slice(first, first + geo.key_rows), slice(geo.win + first, geo.win + first + geo.key_cols)
+
+
 def _rel_grad(ds: Tensor, geo: _Geometry) -> Tensor:
-    """(m, b*b, win*win) logits' gradient -> (m, b*b, 2 win): its sums over each halo row, then column."""
+    """(m, b*b, keys) logits' gradient -> (m, b*b, 2 win): its sums over each halo row, then column (0 for
+    the rows and columns outside a one-block map)."""
     if geo.win <= _ONEHOT_WIN:
         return ds @ geo.onehot
-    ds = ds.view(*ds.shape[:2], geo.win, geo.win)
-    return torch.cat([ds.sum(-1), ds.sum(-2)], dim=-1)
+    ds = ds.view(*ds.shape[:2], geo.key_rows, geo.key_cols)
+    if not geo.cropped:
+        return torch.cat([ds.sum(-1), ds.sum(-2)], dim=-1)
+    rows, cols = _key_slices(geo)
+    out = ds.new_zeros(*ds.shape[:2], 2 * geo.win)
+    out[..., rows] = ds.sum(-1)
+    out[..., cols] = ds.sum(-2)
+    return out
 
 
 def _narrow_product(a: Tensor, b: Tensor) -> Tensor:
@@ -250,12 +320,14 @@ def _narrow_product(a: Tensor, b: Tensor) -> Tensor:
 def _images_per_chunk(n: int, geo: _Geometry, x: Tensor) -> int:
     """How many of the n = batch * heads maps one chunk holds."""
     budget = _CHUNK_BYTES.get(x.device.type, _CHUNK_BYTES_DEFAULT)
-    per_image = geo.nbh * geo.nbw * geo.block**2 * geo.win**2 * x.element_size()
+    per_image = geo.nbh * geo.nbw * geo.block**2 * geo.keys * x.element_size()
     return max(1, min(n, budget // per_image))
 
 
-def _blocks_of(h: int, w: int) -> int:
-    return -(-h // _BLOCK) * -(-w // _BLOCK)
+def _lse_shape(h: int, w: int, kernel: int, n: int) -> tuple[int, int, int]:
+    """The shape of the log-sum-exp ``nas::local_attention`` returns: one per query of each block."""
+    block = _block_for(h, w, kernel)
+    return n * -(-h // block) * -(-w // block), block**2, 1
 
 
 @torch.library.custom_op("nas::local_attention", mutates_args=())
@@ -268,7 +340,7 @@ def _local_attention(
     pass). One opaque op, so that tracers (fvcore's MAC count) see the attention, not the blocked kernel.
     """
     n, h, w, _ = q.shape
-    geo = _geometry(h, w, kernel, _BLOCK, q.device, q.dtype)
+    geo = _geometry(h, w, kernel, q.device, q.dtype)
     step, nb = _images_per_chunk(n, geo, q), geo.nbh * geo.nbw
     out = torch.empty_like(q)
     acc = torch.promote_types(q.dtype, torch.float32)  # row sums and log-sum-exp of fp16 logits
@@ -295,7 +367,7 @@ def _(
 ) -> tuple[Tensor, Tensor]:
     n, h, w, _ = q.shape
     acc = torch.promote_types(q.dtype, torch.float32)
-    return torch.empty_like(q), q.new_empty(n * _blocks_of(h, w), _BLOCK**2, 1, dtype=acc)
+    return torch.empty_like(q), q.new_empty(_lse_shape(h, w, kernel, n), dtype=acc)
 
 
 @torch.library.custom_op("nas::local_attention_backward", mutates_args=())
@@ -304,14 +376,14 @@ def _local_attention_backward(
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """Gradients of ``nas::local_attention`` wrt q, k, v, rel_row, rel_col; recomputes the probabilities."""
     n, h, w, d = q.shape
-    geo = _geometry(h, w, kernel, _BLOCK, q.device, q.dtype)
+    geo = _geometry(h, w, kernel, q.device, q.dtype)
     step, nb, bq, half = _images_per_chunk(n, geo, q), geo.nbh * geo.nbw, geo.block**2, d // 2
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     chunks = range(0, n, step)
     d_rel: list[tuple[Tensor, Tensor] | None] = [None] * len(chunks)  # each chunk's d rel_row, d rel_col
 
     def scratch() -> tuple[_Chunk, _Grads]:
-        blocks, logits = step * nb, (step * nb, bq, geo.win**2)
+        blocks, logits = step * nb, (step * nb, bq, geo.keys)
         grads = _Grads(q.new_empty(blocks, bq, d), q.new_empty(logits), q.new_empty(logits))
         return _chunk_buffers(q, geo, blocks), grads
 
@@ -320,7 +392,7 @@ def _local_attention_backward(
         chunk, grads = (type(b)(*(t[:m] for t in b)) for b in bufs)
         _fill(chunk, q[s : s + step], k[s : s + step], v[s : s + step], (rel_row, rel_col), geo)
         qs, win = chunk.qa[..., :d], geo.win
-        p = _logits(chunk, geo, d).sub_(lse[s * nb : s * nb + m]).exp2_()  # (m, b*b, win*win) probabilities
+        p = _logits(chunk, geo, d).sub_(lse[s * nb : s * nb + m]).exp2_()  # (m, b*b, keys) probabilities
         go_ = _to_blocks(grad[s : s + step], geo, grads.go)
         # the gradient wrt the base-2 logits, hence ln 2: ds = p * (dp - rowsum(p * dp)) in one fused op
         dp = torch.bmm(go_ * _LN2, chunk.vh.transpose(1, 2), out=grads.dp)
