@@ -225,16 +225,23 @@ def spaces(
     """List the search spaces: choices, cardinality, baselines and proxy profiles."""
     import json
 
+    problems: list[str] = []
     with _user_errors():
-        from search_spaces import get_space, list_spaces
+        from search_spaces import get_space, list_spaces, plugin_problems
         from search_spaces.narrowed import parse_items
 
         _check_format(fmt, ("table", "json"))
         if narrow and space is None:
             raise ValueError("narrow: name the space it narrows with --space")
-        shown = (
-            [get_space(space, parse_items(narrow or ()))] if space else list(map(get_space, list_spaces()))
-        )
+        if space:
+            shown = [get_space(space, parse_items(narrow or ()))]
+        else:  # every space that builds; an installed plugin that does not is named after them
+            shown, problems = [], plugin_problems()
+            for name in list_spaces():
+                with contextlib.suppress(ValueError):  # its sentence is among the problems
+                    shown.append(get_space(name))
+    for problem in problems:
+        err_console.print(f"[yellow]skipped[/]: {escape(problem)}", highlight=False, soft_wrap=True)
     if fmt == "json":
         console.print_json(json.dumps([_space_json(one) for one in shown]))
         return

@@ -6,7 +6,8 @@
   "model.pt"}`` (checked against the file's arch and shapes) loads a model file's weights.
 - one entry per baseline of every search space, ``nas_<space>_<baseline>`` in lower case with ``-`` as
   ``_`` (``nas_coatnet_coatnet_0``, ``nas_sasa_resnet_26_full_attention``, ...): the papers' networks as
-  reproduced inside the spaces (random initialisation; no pretrained weights exist for them).
+  reproduced inside the spaces (random initialisation; no pretrained weights exist for them); installed
+  plugin spaces' too (``nas_isotropic_uniform_rel``), those that load.
 
 Model files are this project's own format (:func:`nas.create.save_model`): a dict whose ``state_dict`` timm's
 loader finds, and whose arch and shapes :func:`nas.create.create_model` checks.
@@ -55,7 +56,11 @@ def _register_baselines() -> None:
     from search_spaces import get_space, list_spaces
 
     for space_name in list_spaces():
-        for name, baseline in get_space(space_name).baselines().items():
+        try:
+            space = get_space(space_name)
+        except ValueError:  # an installed plugin that does not load: its sentence comes where it is named
+            continue
+        for name, baseline in space.baselines().items():
             entry = baseline_entry_name(space_name, name)
 
             def factory(pretrained: bool = False, _arch: Any = baseline.arch, **kwargs: Any) -> NasNet:

@@ -1,5 +1,9 @@
+import atexit
 import os
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 
 from nas.openmp import wait_briefly
 
@@ -9,6 +13,17 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))  # test helpers (strategies, references) import by name
+
+# The example search-space plugin (examples/space_plugin) installed for the whole run, in this process and
+# the processes it starts, before the test modules are collected: every test parametrized over the
+# registry (list_spaces()) covers a plugin's space too.
+_plugin_site = tempfile.mkdtemp(prefix="nas-test-plugins-")
+atexit.register(shutil.rmtree, _plugin_site, True)
+from space_plugins import install_example  # noqa: E402
+
+install_example(Path(_plugin_site))
+sys.path.insert(0, _plugin_site)
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_plugin_site, os.environ.get("PYTHONPATH")]))
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
 

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from nas.arch import Arch
 from nas.cli import app
+from search_spaces import list_spaces
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -113,7 +114,10 @@ def test_cost_breaks_down_by_stage() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["baselines", "--space", "nope"], "unknown search space 'nope'; available: coatnet, sasa"),
+        (
+            ["baselines", "--space", "nope"],
+            f"unknown search space 'nope'; available: {', '.join(list_spaces())}",
+        ),
         (["baselines", "--format", "xml"], "unknown format 'xml'; allowed: table, json, csv"),
         (["cost", "missing.json"], "cannot be read"),
     ],

@@ -2,8 +2,9 @@
 
 Every fenced ``bash`` and ``python`` block of README.md is read in order. A bash line may say, in its comment,
 what it needs beyond this machine and a few minutes: ``[needs: gpu]``, ``[needs: cluster]``, ``[needs:
-postgres]``, ``[needs: browser]`` (a server that runs until stopped) or ``[needs: minutes]``; the README's
-first block (``make demo`` / ``make test``) is the set-up.
+postgres]``, ``[needs: browser]`` (a server that runs until stopped), ``[needs: minutes]`` or ``[needs:
+install]`` (a package installed into the environment, or what needs one); the README's first block (``make
+demo`` / ``make test``) is the set-up.
 
 - The default run checks every snippet against the code without running it: each ``nas`` line names a command
   and options that exist, each file it names under ``examples/`` is there, each Python block compiles and
@@ -32,7 +33,7 @@ from nas.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-NEEDS = re.compile(r"\[needs: (gpu|cluster|postgres|browser|minutes)\]")
+NEEDS = re.compile(r"\[needs: (gpu|cluster|postgres|browser|minutes|install)\]")
 
 
 @dataclass(frozen=True)
