@@ -42,6 +42,7 @@ bench: setup
 	$(PY) benchmarks/bench_local_attention.py
 	$(PY) benchmarks/bench_local_attention.py --shape proxy
 	$(PY) benchmarks/bench_local_attention.py --shape sasa
+	$(PY) benchmarks/bench_memory_format.py
 	$(PY) benchmarks/bench_drivers.py
 	$(PY) benchmarks/bench_vs_timm.py
 	$(PY) benchmarks/bench_supernet.py

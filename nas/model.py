@@ -169,9 +169,21 @@ class NasNet(nn.Module):
         self.head_norm, self.pre_logits, self.head_drop, self.fc, self.head_hidden_size = head_layers(
             arch.head, in_dim, num_classes, drop_rate
         )
+        self.memory_format = torch.contiguous_format
+
+    def use_memory_format(self, memory_format: torch.memory_format) -> NasNet:
+        """Keep the weights, and run every map, in ``memory_format``: ``torch.channels_last`` (each pixel's
+        channels adjacent) or ``torch.contiguous_format`` (NCHW, as built). The ops keep the format of the
+        map they are given; the stem's output is put into it, since a stem's input (an image of one or three
+        channels) does not tell it."""
+        self.memory_format = memory_format
+        return self.to(memory_format=memory_format)
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
-        return self.stages(self.stem(x))  # (B, num_features, H / stride, W / stride)
+        if self.memory_format is torch.contiguous_format:  # as built: nothing to put into a format
+            return self.stages(self.stem(x))  # (B, num_features, H / stride, W / stride)
+        x = self.stem(x.contiguous(memory_format=self.memory_format))
+        return self.stages(x.contiguous(memory_format=self.memory_format))
 
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
         x = self.pre_logits(self.head_norm(x.mean((2, 3))))

@@ -11,8 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from strategies import archs
 from test_ops import _check_runs_and_trains
 
+from evaluators.proxy import training_memory_format
 from nas import build_model
 from nas.arch import Arch, Head, Stage, Stem
+from search_spaces import get_space, list_spaces
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "hybrid.json"
 
@@ -57,3 +59,25 @@ def test_heads_and_drop_path() -> None:
     assert rates == pytest.approx([0.0, 0.1, 0.2])  # linear in depth, as timm
     assert model.forward_head(torch.randn(2, 32, 4, 4), pre_logits=True).shape == (2, 24)
     assert model(torch.randn(2, 3, 16, 16)).shape == (2, 7)
+
+
+@pytest.mark.parametrize("space", list_spaces())
+def test_a_network_in_channels_last_computes_what_it_does_in_nchw(space: str) -> None:
+    # every baseline's proxy network and two seeded samples, one grey channel as Fashion-MNIST's: the same
+    # values (float64), its features channels-last throughout, and the trainers' format on the CPU
+    sp = get_space(space)
+    profile = sp.profile("cpu")
+    archs = [b.arch for b in sp.baselines().values()] + [sp.sample_random(seed) for seed in (0, 1)]
+    for arch in archs:
+        torch.manual_seed(0)
+        model = build_model(profile.apply(arch), num_classes=10, in_chans=1, img_size=profile.img_size)
+        model = model.double().eval()
+        x = torch.randn(2, 1, profile.img_size, profile.img_size, dtype=torch.float64)
+        with torch.no_grad():
+            nchw = model(x)
+            features = model.use_memory_format(torch.channels_last).forward_features(x)
+            torch.testing.assert_close(model(x), nchw, atol=1e-10, rtol=1e-10, msg=arch.key)
+        assert features.is_contiguous(memory_format=torch.channels_last) or features.shape[-2:] == (1, 1)
+        assert model.use_memory_format(torch.contiguous_format).memory_format is torch.contiguous_format
+    assert training_memory_format(torch.device("cpu")) is torch.channels_last
+    assert training_memory_format(torch.device("cuda")) is torch.contiguous_format

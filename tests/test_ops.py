@@ -95,6 +95,51 @@ def test_block(block: str, mixer: str, stride: int, size: tuple[int, int]) -> No
     _check_runs_and_trains(op, torch.randn(2, 16, *size), (2, 32, *_ceil(size, stride)))
 
 
+def _in_both_formats(op: nn.Module, x: torch.Tensor) -> None:
+    """``op`` on ``x`` in NCHW and in channels-last (the same weights, stored in that format): the same
+    values and gradients (in float64, where the formats' different summation orders leave ~1e-15), and a
+    channels-last input gives a channels-last output (a network keeps one format throughout:
+    nas.model.NasNet.use_memory_format)."""
+    _randomize_norms(op)
+    op, x = op.double(), x.double()
+    upstream = None
+    results = []
+    for memory_format in (torch.contiguous_format, torch.channels_last):
+        op.zero_grad()
+        op.to(memory_format=memory_format)
+        inp = x.clone(memory_format=memory_format).requires_grad_()
+        y = op(inp)
+        upstream = torch.randn_like(y) if upstream is None else upstream
+        (y * upstream).sum().backward()
+        results.append((y.detach(), inp.grad, [p.grad.clone() for p in op.parameters()]))
+        if memory_format is torch.channels_last:
+            assert y.is_contiguous(memory_format=torch.channels_last), "the output left channels-last"
+    (y0, dx0, grads0), (y1, dx1, grads1) = results
+    torch.testing.assert_close(y1, y0, atol=1e-10, rtol=1e-10)
+    torch.testing.assert_close(dx1, dx0, atol=1e-10, rtol=1e-10)
+    for g1, g0 in zip(grads1, grads0, strict=True):
+        torch.testing.assert_close(g1, g0, atol=1e-10, rtol=1e-10)
+    y = op.float()(x.float().clone(memory_format=torch.channels_last))  # and the kernels a training runs
+    assert y.is_contiguous(memory_format=torch.channels_last), "the float32 output left channels-last"
+
+
+@pytest.mark.parametrize("name", MIXER_NAMES)
+@pytest.mark.parametrize("stride", [1, 2])
+def test_mixer_keeps_channels_last(name: str, stride: int) -> None:
+    cfg = MixerCfg(name, heads=None if name == "conv" else 2, k=3 if name in ("conv", "local") else None,
+                   memory=8 if name == "ext" else None, feat_size=SIZES[0])  # fmt: skip
+    _in_both_formats(MIXERS.get(name)(16, 24, cfg, stride), torch.randn(2, 16, *SIZES[1]))
+
+
+@pytest.mark.parametrize(("block", "mixer"), PAIRS, ids=[f"{b}-{m}" for b, m in PAIRS])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_block_keeps_channels_last(block: str, mixer: str, stride: int) -> None:
+    stage = Stage(block, mixer, depth=1, width=32, k=3 if mixer == "local" else None,
+                  heads=None if mixer == "conv" else 2)  # fmt: skip
+    op = BLOCKS.get(block)(16, 32, stride, mixer_cfg(stage, SIZES[0]), 0.0, expand=stage.expand)
+    _in_both_formats(op, torch.randn(2, 16, *SIZES[0]))
+
+
 @pytest.mark.parametrize("block", ["bottleneck", "transformer"])
 def test_identity_shortcut_block_keeps_its_input_path(block: str) -> None:
     stage = Stage(block, "conv", depth=1, width=32)

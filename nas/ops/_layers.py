@@ -71,3 +71,9 @@ def tensor_cache(maxsize: int) -> Callable[[_F], _F]:
         return call
 
     return wrap
+
+
+def channels_last(x: torch.Tensor) -> bool:
+    """Whether ``x`` (B, C, H, W) is stored channels-last and not also contiguous (as a map of 1 x 1 or
+    of one channel is in both formats): an op that makes a new map keeps its input's format."""
+    return x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous()

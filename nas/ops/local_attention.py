@@ -49,7 +49,7 @@ from timm.layers import trunc_normal_
 from torch import Tensor, nn
 
 from nas.ops._chunk_threads import map_chunks
-from nas.ops._layers import pool2, standard_ops_only
+from nas.ops._layers import channels_last, pool2, standard_ops_only
 from nas.ops.registry import MIXERS, MixerCfg
 
 __all__ = ["LocalAttention", "dense_local_attention"]
@@ -500,7 +500,10 @@ class LocalAttention(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         b, _, h, w = x.shape
         q, k, v = self.qkv(x).view(b, 3, self.heads, self.head_dim, h, w).unbind(1)  # (B, heads, d, H, W)
-        return self.pool(self.attend(q, k, v).reshape(b, self.out_dim, h, w))
+        out = self.attend(q, k, v)
+        if channels_last(x):  # the heads' channels interleaved per pixel: the network's format kept
+            out = out.permute(0, 3, 4, 1, 2).reshape(b, h, w, self.out_dim).permute(0, 3, 1, 2)
+        return self.pool(out.reshape(b, self.out_dim, h, w))
 
 
 @MIXERS.register("local")

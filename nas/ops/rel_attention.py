@@ -15,7 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from timm.layers import trunc_normal_
 
-from nas.ops._layers import pool2, tensor_cache
+from nas.ops._layers import channels_last, pool2, tensor_cache
 from nas.ops.registry import MIXERS, MixerCfg
 
 __all__ = ["RelAttention", "relative_index"]
@@ -88,7 +88,10 @@ class RelAttention(nn.Module):
         q, k, v = self.qkv(x).reshape(batch, 3, self.heads, -1, height * width).transpose(-1, -2).unbind(1)
         bias = self.position_bias(height, width).to(q.dtype)  # (heads, N, N)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)  # (B, heads, N, d)
-        out = out.transpose(-1, -2).reshape(batch, -1, height, width)
+        if channels_last(x):  # the heads' channels interleaved per pixel: the network's format kept
+            out = out.transpose(1, 2).reshape(batch, height, width, -1).permute(0, 3, 1, 2)
+        else:
+            out = out.transpose(-1, -2).reshape(batch, -1, height, width)
         return self.pool(self.proj(out))
 
 
