@@ -68,13 +68,19 @@ def _origin(point: metadata.EntryPoint) -> str:
     return f"the {ENTRY_POINTS} entry point {point.name} = {point.value}{where}"
 
 
+def _said(err: Exception) -> str:
+    """A plugin's exception on one line and cut short: part of one sentence, whatever the plugin raised."""
+    text = " ".join(f"{type(err).__name__}: {err}".split())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
 def _plugin_class(point: metadata.EntryPoint) -> type[SearchSpace]:
     """The plugin's class (its module imported once, as any module), checked; a ValueError of one sentence
     naming the entry point where it cannot be imported or is not a space of that name."""
     try:
         cls = point.load()
     except Exception as err:  # a plugin's import may fail in any way: the user's code, not ours
-        raise ValueError(f"{_origin(point)} cannot be imported: {type(err).__name__}: {err}") from None
+        raise ValueError(f"{_origin(point)} cannot be imported: {_said(err)}") from None
     if not (isinstance(cls, type) and issubclass(cls, SearchSpace)):
         raise ValueError(f"{_origin(point)} is not a subclass of search_spaces.SearchSpace")
     if cls.name != point.name:
@@ -98,7 +104,7 @@ def get_space(name: str, narrow: Mapping[str, Any] | None = None) -> SearchSpace
         try:
             space = cls()
         except Exception as err:  # the plugin's own constructor
-            raise ValueError(f"{_origin(point)} cannot be built: {type(err).__name__}: {err}") from None
+            raise ValueError(f"{_origin(point)} cannot be built: {_said(err)}") from None
     else:
         raise ValueError(f"unknown search space {name!r}; available: {', '.join(list_spaces())}")
     return space.narrowed(narrow) if narrow else space

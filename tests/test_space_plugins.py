@@ -26,7 +26,7 @@ _SUBCLASS = "from isotropic_space import IsotropicSpace\n\nclass Space(Isotropic
 BROKEN = {  # name: (entry point value, {module: source})
     "broken-import": (
         "broken_import:Space",
-        {"broken_import": "raise ImportError('no module named torchx')\n"},
+        {"broken_import": "raise ImportError('no module named\\n   torchx')\n"},  # one line, said
     ),
     "not-a-space": ("not_a_space:build", {"not_a_space": "def build():\n    return None\n"}),
     "misnamed": ("misnamed:Space", {"misnamed": _SUBCLASS + "    pass\n"}),
