@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from evaluators.complexity import count, macs_of  # noqa: E402
 from evaluators.data import load_dataset  # noqa: E402
-from evaluators.proxy import train_proxy  # noqa: E402
+from evaluators.proxy import train_proxy, training_memory_format  # noqa: E402
 from nas.model import build_model  # noqa: E402
 from search_spaces import get_space  # noqa: E402
 
@@ -116,6 +116,7 @@ def main() -> None:
         proxy = profile_.apply(arch)
         net = build_model(proxy, num_classes=data.num_classes, in_chans=data.in_chans, img_size=data.img_size)
         macs = macs_of(net, torch.zeros(1, data.in_chans, data.img_size, data.img_size))
+        net.use_memory_format(training_memory_format(torch.device("cpu")))  # as train_proxy trains it
         out = train_proxy(arch, profile_, data, seed=0)
         steps = profile_.train_samples // profile_.batch_size * profile_.epochs
         model_seconds = steps * model_step_seconds(net, profile_.batch_size, data.img_size)
