@@ -66,23 +66,31 @@ def test_stem(kind: str, size: tuple[int, int]) -> None:
 @pytest.mark.parametrize("stride", [1, 2])
 @pytest.mark.parametrize("size", SIZES)
 def test_mixer(name: str, stride: int, size: tuple[int, int]) -> None:
+    _check_runs_and_trains(_mixer(name, stride), torch.randn(2, 16, *size), (2, 24, *_ceil(size, stride)))
+
+
+def _mixer(name: str, stride: int) -> nn.Module:
+    """The mixer ``name`` from 16 to 24 channels, built for SIZES[0] (2 heads; k 3; 8 memory slots)."""
     cfg = MixerCfg(
         name,
         heads=None if name == "conv" else 2,
-        k=3,
+        k=3 if name in ("conv", "local") else None,
         memory=8 if name == "ext" else None,
         feat_size=SIZES[0],
     )
-    if name in ("rel", "ext"):
-        cfg = MixerCfg(name, heads=2, memory=cfg.memory, feat_size=SIZES[0])
-    mixer = MIXERS.get(name)(16, 24, cfg, stride)
-    _check_runs_and_trains(mixer, torch.randn(2, 16, *size), (2, 24, *_ceil(size, stride)))
+    return MIXERS.get(name)(16, 24, cfg, stride)
 
 
 @pytest.mark.parametrize(("block", "mixer"), PAIRS, ids=[f"{b}-{m}" for b, m in PAIRS])
 @pytest.mark.parametrize("stride", [1, 2])
 @pytest.mark.parametrize("size", SIZES)
 def test_block(block: str, mixer: str, stride: int, size: tuple[int, int]) -> None:
+    op = _block(block, mixer, stride)
+    _check_runs_and_trains(op, torch.randn(2, 16, *size), (2, 32, *_ceil(size, stride)))
+
+
+def _block(block: str, mixer: str, stride: int) -> nn.Module:
+    """One ``block`` around ``mixer`` from 16 to 32 channels, built for SIZES[0] (2 heads; k 3)."""
     stage = Stage(
         block,
         mixer,
@@ -91,8 +99,7 @@ def test_block(block: str, mixer: str, stride: int, size: tuple[int, int]) -> No
         k=3 if mixer == "local" else None,
         heads=None if mixer == "conv" else 2,
     )
-    op = BLOCKS.get(block)(16, 32, stride, mixer_cfg(stage, SIZES[0]), 0.0, expand=stage.expand)
-    _check_runs_and_trains(op, torch.randn(2, 16, *size), (2, 32, *_ceil(size, stride)))
+    return BLOCKS.get(block)(16, 32, stride, mixer_cfg(stage, SIZES[0]), 0.0, expand=stage.expand)
 
 
 def _in_both_formats(op: nn.Module, x: torch.Tensor) -> None:
@@ -126,18 +133,13 @@ def _in_both_formats(op: nn.Module, x: torch.Tensor) -> None:
 @pytest.mark.parametrize("name", MIXER_NAMES)
 @pytest.mark.parametrize("stride", [1, 2])
 def test_mixer_keeps_channels_last(name: str, stride: int) -> None:
-    cfg = MixerCfg(name, heads=None if name == "conv" else 2, k=3 if name in ("conv", "local") else None,
-                   memory=8 if name == "ext" else None, feat_size=SIZES[0])  # fmt: skip
-    _in_both_formats(MIXERS.get(name)(16, 24, cfg, stride), torch.randn(2, 16, *SIZES[1]))
+    _in_both_formats(_mixer(name, stride), torch.randn(2, 16, *SIZES[1]))
 
 
 @pytest.mark.parametrize(("block", "mixer"), PAIRS, ids=[f"{b}-{m}" for b, m in PAIRS])
 @pytest.mark.parametrize("stride", [1, 2])
 def test_block_keeps_channels_last(block: str, mixer: str, stride: int) -> None:
-    stage = Stage(block, mixer, depth=1, width=32, k=3 if mixer == "local" else None,
-                  heads=None if mixer == "conv" else 2)  # fmt: skip
-    op = BLOCKS.get(block)(16, 32, stride, mixer_cfg(stage, SIZES[0]), 0.0, expand=stage.expand)
-    _in_both_formats(op, torch.randn(2, 16, *SIZES[0]))
+    _in_both_formats(_block(block, mixer, stride), torch.randn(2, 16, *SIZES[0]))
 
 
 @pytest.mark.parametrize("block", ["bottleneck", "transformer"])
