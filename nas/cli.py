@@ -258,9 +258,12 @@ def _space_json(space: Any) -> dict[str, Any]:
         name: {"low": values[0], "high": values[-1]} if isinstance(values, range) else list(values)
         for name, values in space.decisions().items()
     }
+    from search_spaces import origin
+
     return {
         "name": space.name,
         "description": space.description,
+        "origin": origin(space.name),
         "decisions": decisions,
         "narrowed": space.narrowing,
         "cardinality": space.cardinality(),
@@ -270,7 +273,11 @@ def _space_json(space: Any) -> dict[str, Any]:
 
 
 def _print_space(space: Any) -> None:
-    table = Table(title=f"{space.name}: {space.description}", show_header=False, title_justify="left")
+    from search_spaces import origin
+
+    where = origin(space.name)
+    title = f"{space.name}: {space.description}" + ("" if where == "built in" else f" (plugin: {where})")
+    table = Table(title=title, show_header=False, title_justify="left")
     table.add_column("decision", style="bold")
     table.add_column("choices")
     for decision, text in space.choices().items():

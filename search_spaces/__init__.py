@@ -33,6 +33,7 @@ __all__ = [
     "SearchSpace",
     "get_space",
     "list_spaces",
+    "origin",
     "plugin_problems",
 ]
 
@@ -62,10 +63,14 @@ def _entry_points() -> metadata.EntryPoints:
     return metadata.entry_points(group=ENTRY_POINTS)
 
 
+def _distribution(point: metadata.EntryPoint) -> str | None:
+    """The name and version of the distribution that declares ``point`` (None where none is known)."""
+    return None if point.dist is None else f"{point.dist.metadata['Name']} {point.dist.version}"
+
+
 def _origin(point: metadata.EntryPoint) -> str:
-    dist = point.dist
-    where = f" of {dist.metadata['Name']} {dist.version}" if dist is not None else ""
-    return f"the {ENTRY_POINTS} entry point {point.name} = {point.value}{where}"
+    dist = _distribution(point)
+    return f"the {ENTRY_POINTS} entry point {point.name} = {point.value}" + (f" of {dist}" if dist else "")
 
 
 def _said(err: Exception) -> str:
@@ -86,6 +91,18 @@ def _plugin_class(point: metadata.EntryPoint) -> type[SearchSpace]:
     if cls.name != point.name:
         raise ValueError(f"{_origin(point)} names its space {cls.name!r}, not {point.name!r}")
     return cls
+
+
+def origin(name: str) -> str:
+    """Where the space ``name`` comes from, in words: ``built in``, or the plugin's distribution and entry
+    point (``nas-isotropic-space 0.1.0, isotropic_space:IsotropicSpace``)."""
+    if name in _SPACES:
+        return "built in"
+    point = _plugins().get(name)
+    if point is None:
+        raise ValueError(f"unknown search space {name!r}; available: {', '.join(list_spaces())}")
+    dist = _distribution(point)
+    return f"{dist}, {point.value}" if dist else point.value
 
 
 def list_spaces() -> list[str]:

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 import search_spaces
 from nas.arch import Arch
 from nas.cli import app
-from search_spaces import get_space, list_spaces, plugin_problems
+from search_spaces import get_space, list_spaces, origin, plugin_problems
 
 runner = CliRunner()
 
@@ -79,6 +79,10 @@ def test_an_installed_space_is_listed_and_built(site: Path) -> None:
     assert all(space.contains(b.arch) for b in space.baselines().values())
     assert get_space("isotropic", {"s1.op": ["rel"]}).cardinality() == space.cardinality() // 5
     assert plugin_problems() == []
+    assert origin("isotropic") == "nas-isotropic-space 0.1, isotropic_space:IsotropicSpace"
+    assert origin("coatnet") == "built in"
+    listing = runner.invoke(app, ["spaces", "--space", "isotropic", "--format", "json"])
+    assert json.loads(listing.output)[0]["origin"] == origin("isotropic")
 
 
 def test_the_example_baseline_is_deit_small(site: Path) -> None:
