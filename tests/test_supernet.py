@@ -10,9 +10,9 @@ import torch
 
 from nas.arch import Arch
 from nas.supernet import Supernet
-from search_spaces import get_space
+from search_spaces import get_space, list_spaces
 
-SPACES = ("coatnet", "sasa")
+SPACES = list_spaces()  # the built-in spaces and the installed plugins (tests/conftest.py installs one)
 # narrowed spaces (--narrow): their supernets hold every path of the narrowing and no weight outside it
 NARROWED = {
     "coatnet-narrowed": (

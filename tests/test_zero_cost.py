@@ -15,9 +15,9 @@ import torch.nn as nn
 from evaluators.zero_cost import ZERO_COST, naswot_of, score, synflow_of
 from nas import build_model
 from nas.arch import Arch
-from search_spaces import get_space
+from search_spaces import get_space, list_spaces
 
-SPACES = ("coatnet", "sasa")
+SPACES = list_spaces()  # the built-in spaces and the installed plugins (tests/conftest.py installs one)
 BASELINES = [(space, name) for space in SPACES for name in get_space(space).baselines()]
 TASK = {"in_chans": 1, "num_classes": 10}  # Fashion-MNIST-like: grey images, 10 classes
 
