@@ -139,6 +139,7 @@ _ZERO_MAC_OPS = (
     "aten::scatter",
     "aten::where",
     "aten::fill_",  # the attention stem's mask of the keys inside the image, where it pads (a write)
+    "aten::index_copy",  # the attention stem's normalized pixels put back among its padding (a copy)
     "aten::abs",
     "aten::amax",
     "aten::meshgrid",  # the relative-position index (index bookkeeping, computed once per map size)

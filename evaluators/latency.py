@@ -41,9 +41,9 @@ caches (a part timed alone keeps its weights in cache; in a network the others e
 (glibc serves large tensors from fresh pages, and how many page faults a pass takes depends on what ran
 before it: the attention stem's are 20-30% of its time), and memory formats at part boundaries (each part is
 timed on an input already in its format, where in a network it may receive the other one from its
-predecessor: the attention stem returns NCHW). The overhead is calibrated with 3 input channels and 1000
-classes whatever the network's. ``benchmarks/bench_latency.py`` measures how far predictions are from whole
-networks.
+predecessor: the attention stem returns NCHW from a one-channel image, which is in both formats). The
+overhead is calibrated with 3 input channels and 1000 classes whatever the network's.
+``benchmarks/bench_latency.py`` measures how far predictions are from whole networks.
 """
 
 from __future__ import annotations

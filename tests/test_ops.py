@@ -222,30 +222,64 @@ def test_external_attention_matches_looped_reference() -> None:
     torch.testing.assert_close(mod(x), _conv1x1(mod.proj, out.reshape(1, 16, 3, 3)))
 
 
-def test_attention_stem_matches_looped_reference_with_padding() -> None:
-    torch.manual_seed(3)
-    stem = AttentionStem(3, 16, heads=2).double().eval()
-    _randomize_norms(stem)
-    x = torch.randn(1, 3, 5, 6, dtype=torch.float64)  # 2 x 2 blocks of 4 x 4, partly padding
+def _looped_attention_stem(stem: AttentionStem, x: torch.Tensor, running: list[torch.Tensor]) -> torch.Tensor:
+    """SASA's attention stem (Eq. 4-5) pixel by pixel on one image: each pixel's heads attend over the keys of
+    its 4 x 4 block that lie in the image; then the stem's BatchNorm on the map, with ``running`` (mean, var)
+    for its running statistics, and a 4 x 4 max pool."""
+    _, _, height, width = x.shape
+    heads, d = stem.heads, stem.query.out_channels // stem.heads
     q, k, vs = _conv1x1(stem.query, x)[0], _conv1x1(stem.key, x)[0], _conv1x1(stem.value, x)[0]
-    vs = vs.reshape(4, 16, 5, 6)
+    vs = vs.reshape(stem.values, -1, height, width)
     mix = stem.value_weights()
-    out = torch.zeros(16, 5, 6, dtype=torch.float64)
-    for i in range(5):
-        for j in range(6):
+    pixels = []
+    for i in range(height):
+        for j in range(width):
             keys = [
                 (a, b)
                 for a in range(i // 4 * 4, i // 4 * 4 + 4)
                 for b in range(j // 4 * 4, j // 4 * 4 + 4)
-                if a < 5 and b < 6
+                if a < height and b < width
             ]
-            for h in range(2):
-                c = slice(8 * h, 8 * h + 8)
-                logits = torch.stack([q[c, i, j] @ k[c, a, b] for a, b in keys]) / math.sqrt(8)
+            per_head = []
+            for h in range(heads):
+                c = slice(d * h, d * h + d)
+                logits = torch.stack([q[c, i, j] @ k[c, a, b] for a, b in keys]) / math.sqrt(d)
                 values = torch.stack([(mix[a % 4, b % 4, :, None] * vs[:, c, a, b]).sum(0) for a, b in keys])
-                out[c, i, j] = logits.softmax(0) @ values
-    expected = F.max_pool2d(stem.norm(out[None]), 4, 4, ceil_mode=True)
-    torch.testing.assert_close(stem(x), expected)
+                per_head.append(logits.softmax(0) @ values)
+            pixels.append(torch.cat(per_head))
+    out = torch.stack(pixels, 1).reshape(-1, height, width)
+    n = stem.norm
+    out = F.batch_norm(out[None], *running, n.weight, n.bias, stem.training, n.momentum, n.eps)
+    return F.max_pool2d(out, 4, 4, ceil_mode=True)
+
+
+@pytest.mark.parametrize("training", [False, True], ids=["eval", "train"])
+def test_attention_stem_matches_looped_reference_with_padding(training: bool) -> None:
+    """Values, gradients and (training) BatchNorm's statistics, which count the image's pixels only."""
+    torch.manual_seed(3)
+    stem = AttentionStem(3, 16, heads=2).double().train(training)
+    _randomize_norms(stem)
+    running = [stem.norm.running_mean.clone(), stem.norm.running_var.clone()]
+    x = torch.randn(1, 3, 5, 6, dtype=torch.float64, requires_grad=True)  # 2 x 2 blocks, partly padding
+    got, expected = stem(x), _looped_attention_stem(stem, x, running)
+    torch.testing.assert_close(got, expected)
+    upstream = torch.randn_like(got)
+    inputs = [x, *stem.parameters()]
+    for g, e in zip(
+        torch.autograd.grad((got * upstream).sum(), inputs),
+        torch.autograd.grad((expected * upstream).sum(), inputs),
+        strict=True,
+    ):
+        torch.testing.assert_close(g, e)
+    torch.testing.assert_close([stem.norm.running_mean, stem.norm.running_var], running)
+
+
+@pytest.mark.parametrize("kind", STEM_KINDS)
+def test_stem_keeps_channels_last(kind: str) -> None:
+    """An RGB input tells its format, and the stem's output keeps it (one-channel images are in both)."""
+    stem = STEMS.get(kind)(3, 16, patch=4 if kind == "patch" else None)
+    assert stem(torch.randn(2, 3, 21, 27)).is_contiguous(), "an NCHW input gave an output in another format"
+    _in_both_formats(stem, torch.randn(2, 3, 21, 27))
 
 
 def test_attention_stem_attends_in_slices_as_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,13 +11,15 @@ padding of an image whose side is not a multiple of 4 is excluded from the softm
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from timm.layers import trunc_normal_
 
 from nas.arch import ATTN_STEM_HEADS
-from nas.ops._layers import standard_ops_only
+from nas.ops._layers import channels_last, standard_ops_only
 from nas.ops.registry import STEMS
 
 __all__ = ["AttentionStem"]
@@ -46,60 +48,83 @@ class AttentionStem(nn.Module):
         for p in (self.emb_row, self.emb_col, self.emb_mix):
             trunc_normal_(p, std=0.02)
         self.norm = nn.BatchNorm2d(width)
-        self.pool = nn.MaxPool2d(block, block, ceil_mode=True)
 
     def value_weights(self) -> torch.Tensor:
         """p(a, b, m) for every in-block position: (block, block, values), a softmax over m."""
         emb = self.emb_row[:, None, :] + self.emb_col[None, :, :]  # (block, block, width)
         return (emb @ self.emb_mix.t()).softmax(dim=-1)
 
-    def _to_blocks(self, t: torch.Tensor) -> torch.Tensor:
-        """Channels-last (B, H, W, C), H and W whole blocks -> (B * blocks, heads, block^2, C / heads)."""
-        batch, height, width, chans = t.shape
-        b = self.block
-        t = t.reshape(batch, height // b, b, width // b, b, self.heads, chans // self.heads)
-        return t.permute(0, 1, 3, 5, 2, 4, 6).reshape(-1, self.heads, b * b, chans // self.heads)
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        batch, _, height, width = x.shape
+        batch, in_chans, height, width = x.shape
         b, chans = self.block, self.query.out_channels
         pad_h, pad_w = -height % b, -width % b
-        x = F.pad(x, (0, pad_w, 0, pad_h))
-        hp, wp = height + pad_h, width + pad_w
-        # q, k and the M value projections: one channels-last matmul, the 1x1 convolutions' weights and
-        # multiply-adds (a convolution from 1-3 channels ran several times slower on CPU)
+        rows, cols = (height + pad_h) // b, (width + pad_w) // b
+        # Every map from here on lies block by block, (N = B * blocks, block^2, channels), a block's pixels in
+        # a row, so that the heads and the max pool are views: the maps rearranged are the image (a few
+        # channels) and the attention's output (one copy, for the norm). (N, b^2, in):
+        pixels = F.pad(x, (0, pad_w, 0, pad_h)).reshape(batch, in_chans, rows, b, cols, b)
+        pixels = pixels.permute(0, 2, 4, 3, 5, 1).reshape(-1, b * b, in_chans)
+        # q, k and the M value projections: one matmul, the 1x1 convolutions' weights and multiply-adds (a
+        # convolution from 1-3 channels ran several times slower on CPU)
         weight = torch.cat([self.query.weight, self.key.weight, self.value.weight]).flatten(1)
-        q, k, values = F.linear(x.permute(0, 2, 3, 1), weight).split([chans, chans, self.values * chans], -1)
+        q, k, values = F.linear(pixels, weight).split([chans, chans, self.values * chans], -1)
         # v at each pixel: its M values mixed by p(a, b, m), a broadcast matmul (the same multiply-adds as an
         # einsum over m, without the einsum's two transposing copies of the values)
-        mix = self.value_weights().repeat(hp // b, wp // b, 1)[:, :, None, :]  # (Hp, Wp, 1, M)
-        values = values.reshape(batch, hp, wp, self.values, chans)
-        v = torch.matmul(mix.to(values.dtype), values).reshape(batch, hp, wp, chans)
-        mask = None
-        if pad_h or pad_w:  # keys in the padding take no part in the softmax
-            inside = torch.zeros(hp, wp, dtype=torch.bool, device=x.device)
-            inside[:height, :width] = True
-            mask = self._to_blocks(inside[None, :, :, None].expand(batch, hp, wp, self.heads))
-            mask = mask[:, :, None, :, 0]  # (B * blocks, heads, 1, block^2)
-        q, k, v = self._to_blocks(q), self._to_blocks(k), self._to_blocks(v)
+        mix = self.value_weights().reshape(b * b, 1, self.values).to(values.dtype)
+        v = torch.matmul(mix, values.reshape(-1, b * b, self.values, chans))  # (N, b^2, 1, C)
+        inside = None
+        if pad_h or pad_w:  # keys in the padding take no part in the softmax, nor pixels in its norm or pool
+            grid = torch.zeros(rows * b, cols * b, dtype=torch.bool, device=x.device)
+            grid[:height, :width] = True
+            inside = grid.reshape(rows, b, cols, b).transpose(1, 2).reshape(1, -1, b * b)
+            inside = inside.expand(batch, -1, -1).reshape(-1, b * b)  # (N, b^2)
+        out = self._attend(*(self._heads_first(t, x.device) for t in (q, k, v)), inside)  # (N, heads, b^2, d)
+        out = out.transpose(1, 2).reshape(-1, chans)  # (N * b^2, C): a pixel per row
+        if inside is None:
+            out = self.norm(out[:, :, None, None]).view(-1, b * b, chans)
+        else:  # BatchNorm's statistics over the image's pixels only, as on the cropped map
+            kept = self._image_rows(batch, height, width, rows, cols, x.device)
+            normed = self.norm(out.index_select(0, kept)[:, :, None, None]).flatten(1)
+            out = torch.full_like(out, -math.inf).index_copy(0, kept, normed).view(-1, b * b, chans)
+        out = out.amax(1).view(batch, rows, cols, chans).permute(0, 3, 1, 2)  # the 4 x 4 max pool, per block
+        return out if channels_last(x) else out.contiguous()  # (B, width, ceil(H / 4), ceil(W / 4))
+
+    def _image_rows(
+        self, batch: int, height: int, width: int, rows: int, cols: int, device: torch.device
+    ) -> torch.Tensor:
+        """The rows of the block layout (N * b^2 of them) that hold an image's pixel, not padding: computed
+        from the shapes alone (no ``nonzero``), so that a meta-device trace counts a padded stem too."""
+        b = self.block
+        r, c = torch.arange(height, device=device)[:, None], torch.arange(width, device=device)
+        in_image = ((r // b) * cols + c // b) * (b * b) + (r % b) * b + c % b  # (H, W)
+        first = torch.arange(batch, device=device)[:, None] * (rows * cols * b * b)  # each image's first row
+        return (first + in_image.flatten()).flatten()
+
+    def _heads_first(self, t: torch.Tensor, device: torch.device) -> torch.Tensor:
+        """(N, b^2, C) -> (N, heads, b^2, C / heads): a view on the CPU, whose attention kernel takes any
+        strides; elsewhere contiguous, the layout the fused CUDA kernels were measured on."""
+        t = t.reshape(t.shape[0], -1, self.heads, t.shape[-1] // self.heads).transpose(1, 2)
+        return t if device.type == "cpu" else t.contiguous()
+
+    @staticmethod
+    def _attend(
+        q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, inside: torch.Tensor | None
+    ) -> torch.Tensor:
+        mask = None if inside is None else inside[:, None, None, :]  # (N, 1, 1, b^2): the keys to attend to
         # a standalone file keeps its batch free: one call, as a loop over the traced size would fix it
         if standard_ops_only() or q.shape[0] <= SDPA_MAX_BATCH:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B * blocks, heads, block^2, d)
-        else:
-            out = torch.cat(
-                [
-                    F.scaled_dot_product_attention(
-                        q[s : s + SDPA_MAX_BATCH],
-                        k[s : s + SDPA_MAX_BATCH],
-                        v[s : s + SDPA_MAX_BATCH],
-                        attn_mask=None if mask is None else mask[s : s + SDPA_MAX_BATCH],
-                    )
-                    for s in range(0, q.shape[0], SDPA_MAX_BATCH)
-                ]
-            )
-        out = out.reshape(batch, hp // b, wp // b, self.heads, b, b, -1).permute(0, 3, 6, 1, 4, 2, 5)
-        out = out.reshape(batch, -1, hp, wp)[:, :, :height, :width]
-        return self.pool(self.norm(out))  # (B, width, ceil(H / 4), ceil(W / 4))
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return torch.cat(
+            [
+                F.scaled_dot_product_attention(
+                    q[s : s + SDPA_MAX_BATCH],
+                    k[s : s + SDPA_MAX_BATCH],
+                    v[s : s + SDPA_MAX_BATCH],
+                    attn_mask=None if mask is None else mask[s : s + SDPA_MAX_BATCH],
+                )
+                for s in range(0, q.shape[0], SDPA_MAX_BATCH)
+            ]
+        )
 
 
 @STEMS.register("attn")
