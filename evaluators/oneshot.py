@@ -13,7 +13,8 @@ at once if training had finished. The checkpoint is read as data, never code (:m
 a file there that is not a supernet checkpoint of the same settings is refused in one sentence and left as
 it is. With ``workers`` > 1 the same loop (:meth:`OneShotEvaluator.fit`) runs data-parallel in Ray Train
 workers (:mod:`evaluators.oneshot_ray`), which compute the weights of this process on the same global
-batches.
+batches. The supernet's paths, and the networks extracted from it, run their maps in the device's
+:func:`~evaluators.proxy.training_memory_format` (channels-last on the CPU), as proxy training does.
 
 ``evaluate(arch)`` extracts the architecture's path as a standalone network, recalibrates its BatchNorm
 statistics on ``bn_batches`` training batches (shared statistics belong to no single path; Guo et al.
@@ -48,7 +49,7 @@ from evaluators.complexity import pick_device
 from evaluators.data import DataSplit
 from evaluators.data_parallel import Shard
 from evaluators.hyperparams import check_training
-from evaluators.proxy import TrainingDiverged, forked_rng
+from evaluators.proxy import TrainingDiverged, forked_rng, training_memory_format
 from evaluators.steps import backward, update, validate
 from nas.arch import Arch
 from nas.atomic import Held, sole
@@ -231,6 +232,7 @@ class OneShotEvaluator:
                 in_chans=data.in_chans,
                 img_size=profile.img_size,
             ).to(self.device, dtype)
+        self.supernet.use_memory_format(training_memory_format(self.device))
         self.amp_dtype = amp_dtype(self.device) if dtype == torch.float32 else None
         self.trained = False
         self.info: dict[str, Any] = {}

@@ -147,6 +147,7 @@ class Supernet(nn.Module):
         self.path_hook: Callable[[nn.Module], None] | None = None
         self._paths: OrderedDict[str, _Path] = OrderedDict()
         self._active: _Path | None = None
+        self.memory_format = torch.contiguous_format  # the maps' (use_memory_format)
         self.weights = nn.ModuleDict()  # group -> module holding that group's shared tensors
         shapes: dict[tuple[str, str], tuple[torch.Size, torch.dtype, bool, int]] = {}
         cover = space.supernet_cover()
@@ -234,6 +235,7 @@ class Supernet(nn.Module):
             raise ValueError(f"{arch.key} is not in the {self.space.name} space: {reason}")
         proxy, slots = self._proxy(arch), self.space.stage_slots(arch)
         net = self._meta_net(arch)
+        net.memory_format = self.memory_format
         _mark_fused(net)
         if self.path_hook is not None:
             self.path_hook(net)
@@ -254,6 +256,14 @@ class Supernet(nn.Module):
         while len(self._paths) > self.cache_size:
             self._paths.popitem(last=False)
         return path
+
+    def use_memory_format(self, memory_format: torch.memory_format) -> Supernet:
+        """Run every path's maps in ``memory_format`` (as :meth:`NasNet.use_memory_format` does), and give
+        :meth:`extract`'s networks that format. The shared weights keep theirs (see :meth:`forward`)."""
+        self.memory_format = memory_format
+        for path in self._paths.values():
+            path.net.memory_format = memory_format
+        return self
 
     def set_active(self, arch: Arch) -> Arch:
         """Make ``arch`` the path that :meth:`forward` runs; returns the network it runs (profile applied)."""
@@ -276,18 +286,28 @@ class Supernet(nn.Module):
             raise RuntimeError("no active path: call set_active(arch) first")
         path = self._active
         path.net.train(self.training)
+        relayout = self.memory_format is not torch.contiguous_format
         for _, module, attr, group, key, slicer in path.bindings:
-            module.__dict__[attr] = slicer(self.shared(group, key))
+            weight = slicer(self.shared(group, key))
+            if relayout and isinstance(module, nn.Conv2d) and attr == "weight" and weight.shape[1] == 1:
+                # A convolution gives its output the format its input's or its kernel's strides suggest. An
+                # image of one channel is in both formats, so the stem's first convolution follows its
+                # kernel: kernels of one input channel (that one, depthwise ones; small) are restrided, as
+                # NasNet.use_memory_format keeps them. Other kernels stay slices: their maps tell, and
+                # copying every kernel measured slower.
+                weight = weight.clone(memory_format=self.memory_format)
+            module.__dict__[attr] = weight
         return path.net(x)
 
     @torch.no_grad()
     def extract(self, arch: Arch) -> NasNet:
-        """A standalone network for ``arch`` with copies of its path's weights: same device, same outputs."""
+        """A standalone network for ``arch`` with copies of its path's weights: same device, same memory
+        format, same outputs."""
         state = {name: t.detach().clone() for name, t in self.path_tensors(arch).items()}
         shared = next(iter(self.parameters()))
         model = self._real_net(arch).to(dtype=shared.dtype)  # loading would cast the weights to its dtype
         model.load_state_dict(state, strict=True)
-        return model.to(shared.device).train(self.training)
+        return model.to(shared.device).use_memory_format(self.memory_format).train(self.training)
 
     def sample(self, rng: random.Random | int) -> Arch:
         """A uniformly random architecture of the space (see ``SearchSpace.sample_random``)."""

@@ -9,6 +9,8 @@ import pytest
 import torch
 
 from nas.arch import Arch
+from nas.model import build_model
+from nas.ops._layers import channels_last
 from nas.supernet import Supernet
 from search_spaces import get_space, list_spaces
 
@@ -51,6 +53,63 @@ def test_extract_equals_active_path(supernet: Supernet) -> None:
             alone = supernet.extract(arch).eval()
             assert alone.arch == ran
             torch.testing.assert_close(alone(x), path_out, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("space_name", SPACES)
+def test_a_channels_last_supernet_computes_what_it_does_in_nchw(space_name: str) -> None:
+    """Its paths (cached before and built after the switch) and the networks it extracts run channels-last
+    and give the NCHW path's outputs and gradients, to float64 rounding."""
+    space = get_space(space_name)
+    torch.manual_seed(0)
+    supernet = Supernet(space, space.profile("cpu"), num_classes=10, in_chans=1).double()
+    archs = [supernet.sample(random.Random(i)) for i in range(3)]
+    x = torch.randn(4, 1, 32, 32, dtype=torch.float64)
+
+    def run(arch: Arch) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        supernet.zero_grad(set_to_none=True)
+        supernet.set_active(arch)
+        out = supernet(x)
+        out.square().sum().backward()
+        return out.detach(), [p.grad.clone() if p.grad is not None else None for p in supernet.parameters()]
+
+    before = [run(arch) for arch in archs]
+    supernet.use_memory_format(torch.channels_last)
+    after = [run(arch) for arch in [*archs, supernet.sample(random.Random(99))]]
+    for arch in [*archs, supernet.sample(random.Random(99))]:  # paths cached before the switch, one after
+        supernet.set_active(arch)
+        alone = build_model(supernet.profile.apply(arch), 10, 1, 32).double()
+        assert _nchw_convolutions(supernet, x) == _nchw_convolutions(
+            alone.use_memory_format(torch.channels_last), x
+        ), "a path's maps are not in the format a channels-last network of its own keeps them in"
+    for (out0, grads0), (out1, grads1) in zip(before, after, strict=False):
+        torch.testing.assert_close(out1, out0, atol=1e-10, rtol=1e-10)
+        for g1, g0 in zip(grads1, grads0, strict=True):
+            assert (g1 is None) == (g0 is None)
+            if g0 is not None:
+                torch.testing.assert_close(g1, g0, atol=1e-10, rtol=1e-10)
+    supernet.eval()
+    alone = supernet.extract(archs[0]).eval()
+    assert alone.memory_format is torch.channels_last
+    with torch.no_grad():
+        supernet.set_active(archs[0])
+        torch.testing.assert_close(alone(x), supernet(x), atol=1e-10, rtol=1e-10)
+
+
+def _nchw_convolutions(net: torch.nn.Module, x: torch.Tensor) -> list[str]:
+    """The convolutions whose input map (more than one channel) is not channels-last, by position."""
+    found: list[str] = []
+
+    def hook(module: torch.nn.Module, args: tuple[torch.Tensor, ...]) -> None:
+        if isinstance(module, torch.nn.Conv2d):
+            found.append(f"{len(found)}:{args[0].shape[1] > 1 and not channels_last(args[0])}")
+
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(hook)
+    try:
+        with torch.no_grad():
+            net(x)
+    finally:
+        handle.remove()
+    return found
 
 
 def test_every_shared_weight_is_reachable_by_a_path(supernet: Supernet) -> None:
