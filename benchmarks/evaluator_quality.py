@@ -290,19 +290,20 @@ def train_part(
     arch: Arch, profile: ProxyProfile, data: DataSplit, seed: int, config: TrainConfig, device: torch.device
 ) -> dict[str, Any]:
     """Top-1 after training ``profile.apply(arch)`` from ``seed`` on ``device``; ``seconds`` is the whole
-    call's wall time (build, training, validation). A diverged run scores None (ranked last)."""
-    start = time.perf_counter()
+    call's wall time (build, training, validation), ``cpu_seconds`` this process's CPU time over it (all
+    threads). A diverged run scores None (ranked last)."""
+    start, cpu = time.perf_counter(), time.process_time()
     try:
         out = train_proxy(arch, profile, data, seed=seed, config=config, device=device)
     except TrainingDiverged as err:
-        return {"top1": None, "diverged": str(err), "seconds": time.perf_counter() - start}
+        return {"top1": None, "diverged": str(err), **_elapsed(start, cpu)}
     return {
         "top1": out["top1"],
         "loss": out["loss"],
         "train_loss": out["train_loss"],
         "train_seconds": out["train_seconds"],
         "eval_seconds": out["eval_seconds"],
-        "seconds": time.perf_counter() - start,
+        **_elapsed(start, cpu),
         "proxy_params": out["params"],
         "device": out["device"],
         "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
@@ -316,11 +317,19 @@ def zero_cost_part(net: Arch, data: DataSplit, batch: torch.Tensor, seed: int) -
     out: dict[str, Any] = {}
     task = {"img_size": data.img_size, "in_chans": data.in_chans, "num_classes": data.num_classes}
     for name in ZERO_COST:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         out[name] = zero_cost.score(name, net, batch=batch, seed=seed, **task)
-        out[f"{name}_seconds"] = time.perf_counter() - start
-    out["seconds"] = sum(out[f"{name}_seconds"] for name in ZERO_COST)
+        out |= {f"{name}_{key}": value for key, value in _elapsed(start, cpu).items()}
+    for key in ("seconds", "cpu_seconds"):
+        out[key] = sum(out[f"{name}_{key}"] for name in ZERO_COST)
     return out
+
+
+def _elapsed(start: float, cpu: float) -> dict[str, float]:
+    """Wall and CPU seconds since ``time.perf_counter()`` was ``start`` and ``time.process_time()`` was
+    ``cpu``. On a shared machine the wall time also counts the time other processes held the cores (and any
+    pause of this one); the CPU time is what this process computed, on all its threads."""
+    return {"seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu}
 
 
 @functools.cache
@@ -430,18 +439,17 @@ class OneShot:
         if self.evaluator is None:
             self.evaluator = self._make()
             print(f"{self.name}: training the supernet (checkpoints in {self.run_dir}) ...", flush=True)
+            cpu = time.process_time()
             info = self.evaluator.train()
             if self.train_info(cache) is None:
                 kept = {k: v for k, v in info.items() if isinstance(v, (int, float, str))}
+                if info["train_seconds_this_call"] == info["train_seconds"] and info["workers"] == 1:
+                    kept["train_cpu_seconds"] = time.process_time() - cpu  # all of it ran in this process
                 cache.put("oneshot-train", self.settings, "supernet", kept)
             print(f"{self.name}: supernet trained: {info['train_seconds']:.0f} s", flush=True)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         out = self.evaluator.evaluate(arch)
-        return {
-            "top1": out["top1"],
-            "eval_seconds": out["eval_seconds"],
-            "seconds": time.perf_counter() - start,
-        }
+        return {"top1": out["top1"], "eval_seconds": out["eval_seconds"], **_elapsed(start, cpu)}
 
     def release(self) -> None:
         """Drop the supernet once this variant's scores are all computed."""
@@ -678,7 +686,10 @@ class Study:
             "cost_note": (
                 "seconds per arch are wall seconds of each call (proxy and reference: build, training and "
                 "validation); params and macs share one fvcore trace, charged to params; the one-shot "
-                "supernet's training is amortised over the n architectures"
+                "supernet's training is amortised over the n architectures. cpu seconds per arch are the "
+                "process's CPU seconds over the same calls (all threads: about threads x wall when the "
+                "cores are free; unlike wall seconds, not lengthened by other processes or pauses), None "
+                "where a cached result predates them"
             ),
             "ranking": {"top_frac": TOP_FRAC, "top_min": TOP_MIN, "precision_k": PRECISION_K},
             "torch_threads": torch.get_num_threads(),
@@ -722,8 +733,15 @@ def score(row: dict[str, Any], name: str) -> float | None:
     return _score(row[name]["top1"]) if name in row else None
 
 
-def seconds(row: dict[str, Any], name: str) -> float:
-    return row["zero_cost"][f"{name}_seconds"] if name in ZERO_COST else row[name]["seconds"]
+def seconds(row: dict[str, Any], name: str, key: str = "seconds") -> float | None:
+    """``name``'s wall seconds in ``row`` (``key="cpu_seconds"``: its CPU seconds, None if not recorded:
+    results cached before 2026-12-01 have wall seconds only)."""
+    return row["zero_cost"].get(f"{name}_{key}") if name in ZERO_COST else row[name].get(key)
+
+
+def _mean(values: list[float | None]) -> float | None:
+    """The mean, or None if any value is missing (a mean over some of the rows would mislead)."""
+    return None if not values or None in values else sum(values) / len(values)
 
 
 def summarize(
@@ -743,13 +761,17 @@ def summarize(
             continue
         entry: dict[str, Any] = {
             "n": len(both),
-            "seconds_per_arch": sum(seconds(r, name) for r in ran) / len(ran),
+            "seconds_per_arch": _mean([seconds(r, name) for r in ran]),
+            "cpu_seconds_per_arch": _mean([seconds(r, name, "cpu_seconds") for r in ran]),
         }
         info = oneshot_info.get(name)
         if info is not None:
             entry["train_seconds_total"] = info["train_seconds"]
             entry["train_seconds_amortised"] = info["train_seconds"] / len(rows)
             entry["seconds_per_arch"] += entry["train_seconds_amortised"]
+            cpu, train_cpu = entry["cpu_seconds_per_arch"], info.get("train_cpu_seconds")
+            if cpu is not None:
+                entry["cpu_seconds_per_arch"] = None if train_cpu is None else cpu + train_cpu / len(rows)
         if len(both) >= 2:
             ref, pred = [score(r, "reference") for r in both], [score(r, name) for r in both]
             top = kendall_top(ref, pred, frac=TOP_FRAC, min_items=TOP_MIN)
@@ -765,7 +787,8 @@ def summarize(
     out["reference"] = {
         "n": len(done),
         "diverged": len(ran) - len(done),
-        "seconds_per_arch": sum(r["reference"]["seconds"] for r in ran) / len(ran) if ran else None,
+        "seconds_per_arch": _mean([r["reference"]["seconds"] for r in ran]),
+        "cpu_seconds_per_arch": _mean([r["reference"].get("cpu_seconds") for r in ran]),
     }
     proxies = {name.removeprefix("proxy:"): name for name in evaluators if name.startswith("proxy:")}
     out["best_proxy"] = best(out["evaluators"], proxies, DEFAULT_VARIANT, "spearman")

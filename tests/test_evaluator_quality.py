@@ -8,6 +8,7 @@ import hashlib
 import importlib.util
 import json
 import multiprocessing
+import os
 import sys
 from pathlib import Path
 
@@ -166,7 +167,8 @@ def test_oneshot_variants_share_supernets_and_resume(eq, fake, tmp_path, capsys,
 
         def train(self):
             trained.append(self.run_dir.name)
-            return {"train_seconds": 10.0 * self.config.epochs, "epochs": self.config.epochs}
+            seconds = 10.0 * self.config.epochs  # all of it in this call, in this process
+            return {"train_seconds": seconds, "train_seconds_this_call": seconds, "workers": 1, "epochs": 0}
 
         def evaluate(self, arch):
             net = self.profile.apply(arch).key
@@ -187,6 +189,10 @@ def test_oneshot_variants_share_supernets_and_resume(eq, fake, tmp_path, capsys,
     summary = result["summary"]["evaluators"]
     assert {"oneshot", "oneshot:bn32", "oneshot:e8"} <= set(summary)
     assert summary["oneshot:e8"]["train_seconds_total"] == 80.0 and summary["oneshot"]["n"] == 3
+    # CPU seconds: measured around each score and the supernet's training; the fake proxies record none,
+    # as results cached before CPU seconds existed, so their mean is not made up from some of the rows
+    assert all(summary[name]["cpu_seconds_per_arch"] >= 0 for name in ("oneshot", "oneshot:e8"))
+    assert summary["proxy:cpu"]["cpu_seconds_per_arch"] is None
     assert result["settings"]["trained_images"]["oneshot:e8"] == 8 * (10000 // 64) * 64
     kendall = {name: summary[name]["kendall"] for name in ("oneshot", "oneshot:bn32", "oneshot:e8")}
     best = result["summary"]["best_oneshot"]
@@ -272,3 +278,8 @@ def test_tiny_study_trains_end_to_end(eq, tmp_path):
     result = json.loads((tmp_path / "evaluator_quality-coatnet-s1.json").read_text())
     assert not result["partial"] and result["summary"]["reference"]["n"] == 3
     assert all(0 < row["reference"]["top1"] <= 100 for row in result["rows"])
+    summary = result["summary"]  # this process's CPU seconds, at most all its cores' over the wall time
+    trained = [summary["reference"], *(v for k, v in summary["evaluators"].items() if k.startswith("proxy:"))]
+    for entry in [*trained, *(summary["evaluators"][name] for name in eq.ZERO_COST)]:
+        assert 0 <= entry["cpu_seconds_per_arch"] <= (os.cpu_count() or 1) * entry["seconds_per_arch"] + 1
+    assert all(entry["cpu_seconds_per_arch"] > 0 for entry in trained)
