@@ -28,8 +28,9 @@ what every evaluator here sees) and scores each with:
   the cpu profile's batch size). Higher is better for every score, as that module defines them.
 
 For each evaluator it reports Spearman's rho, Kendall's tau-b, tau-b within the reference's top 10% (at least
-5 architectures; :func:`evaluators.ranking.kendall_top`), precision@5 and the cost in seconds per
-architecture, and which proxy variant ranks best and whether it beats the ``cpu`` profile's own proxy.
+5 architectures; :func:`evaluators.ranking.kendall_top`), precision@5 and the cost in wall seconds per
+architecture (and in this process's CPU seconds, which a shared machine's other load does not lengthen), and
+which proxy variant ranks best and whether it beats the ``cpu`` profile's own proxy.
 
 The cheap parts run first (zero-cost scores, the one-shot supernet and its scores, every proxy variant), then
 the references one architecture at a time. Every result is cached as it is computed, in one small JSON file
