@@ -292,12 +292,14 @@ def train_part(
 ) -> dict[str, Any]:
     """Top-1 after training ``profile.apply(arch)`` from ``seed`` on ``device``; ``seconds`` is the whole
     call's wall time (build, training, validation), ``cpu_seconds`` this process's CPU time over it (all
-    threads). A diverged run scores None (ranked last)."""
-    start, cpu = time.perf_counter(), time.process_time()
+    threads), ``threads`` torch's intra-op thread count it trained with (shards of one study may differ;
+    the count changes a result's last bits, as any summation order does). A diverged run scores None
+    (ranked last)."""
+    start, cpu, threads = time.perf_counter(), time.process_time(), torch.get_num_threads()
     try:
         out = train_proxy(arch, profile, data, seed=seed, config=config, device=device)
     except TrainingDiverged as err:
-        return {"top1": None, "diverged": str(err), **_elapsed(start, cpu)}
+        return {"top1": None, "diverged": str(err), **_elapsed(start, cpu), "threads": threads}
     return {
         "top1": out["top1"],
         "loss": out["loss"],
@@ -305,6 +307,7 @@ def train_part(
         "train_seconds": out["train_seconds"],
         "eval_seconds": out["eval_seconds"],
         **_elapsed(start, cpu),
+        "threads": threads,
         "proxy_params": out["params"],
         "device": out["device"],
         "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
@@ -450,7 +453,12 @@ class OneShot:
             print(f"{self.name}: supernet trained: {info['train_seconds']:.0f} s", flush=True)
         start, cpu = time.perf_counter(), time.process_time()
         out = self.evaluator.evaluate(arch)
-        return {"top1": out["top1"], "eval_seconds": out["eval_seconds"], **_elapsed(start, cpu)}
+        return {
+            "top1": out["top1"],
+            "eval_seconds": out["eval_seconds"],
+            **_elapsed(start, cpu),
+            "threads": torch.get_num_threads(),
+        }
 
     def release(self) -> None:
         """Drop the supernet once this variant's scores are all computed."""
@@ -693,7 +701,7 @@ class Study:
                 "where a cached result predates them"
             ),
             "ranking": {"top_frac": TOP_FRAC, "top_min": TOP_MIN, "precision_k": PRECISION_K},
-            "torch_threads": torch.get_num_threads(),
+            "torch_threads": torch.get_num_threads(),  # this process's; each trained result says its own
             "cpu_count": os.cpu_count(),
             "torch": torch.__version__,
             "python": platform.python_version(),

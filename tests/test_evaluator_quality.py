@@ -278,6 +278,7 @@ def test_tiny_study_trains_end_to_end(eq, tmp_path):
     result = json.loads((tmp_path / "evaluator_quality-coatnet-s1.json").read_text())
     assert not result["partial"] and result["summary"]["reference"]["n"] == 3
     assert all(0 < row["reference"]["top1"] <= 100 for row in result["rows"])
+    assert all(row["reference"]["threads"] == 2 for row in result["rows"])  # --threads' default, per result
     summary = result["summary"]  # this process's CPU seconds, at most all its cores' over the wall time
     trained = [summary["reference"], *(v for k, v in summary["evaluators"].items() if k.startswith("proxy:"))]
     for entry in [*trained, *(summary["evaluators"][name] for name in eq.ZERO_COST)]:
