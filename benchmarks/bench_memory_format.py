@@ -78,7 +78,7 @@ def _alternating(steps: dict[str, Callable[[], None]], repeats: int) -> dict[str
     """Median milliseconds per call of each step, after a warm-up call each, the steps alternating."""
     for step in steps.values():
         step()  # warm-up: lazy initialisation, the allocator
-    times: dict[str, list[float]] = {name: [] for name in FORMATS}
+    times: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(repeats):
         for name, step in steps.items():
             start = time.perf_counter()

@@ -98,11 +98,17 @@ def origin(name: str) -> str:
     point (``nas-isotropic-space 0.1.0, isotropic_space:IsotropicSpace``)."""
     if name in _SPACES:
         return "built in"
+    point = _plugin_point(name)
+    dist = _distribution(point)
+    return f"{dist}, {point.value}" if dist else point.value
+
+
+def _plugin_point(name: str) -> metadata.EntryPoint:
+    """The entry point of the plugin space ``name``; a ValueError naming the spaces there are otherwise."""
     point = _plugins().get(name)
     if point is None:
         raise ValueError(f"unknown search space {name!r}; available: {', '.join(list_spaces())}")
-    dist = _distribution(point)
-    return f"{dist}, {point.value}" if dist else point.value
+    return point
 
 
 def list_spaces() -> list[str]:
@@ -116,14 +122,13 @@ def get_space(name: str, narrow: Mapping[str, Any] | None = None) -> SearchSpace
     narrowing."""
     if name in _SPACES:
         space = _SPACES[name]()
-    elif (point := _plugins().get(name)) is not None:
+    else:
+        point = _plugin_point(name)
         cls = _plugin_class(point)
         try:
             space = cls()
         except Exception as err:  # the plugin's own constructor
             raise ValueError(f"{_origin(point)} cannot be built: {_said(err)}") from None
-    else:
-        raise ValueError(f"unknown search space {name!r}; available: {', '.join(list_spaces())}")
     return space.narrowed(narrow) if narrow else space
 
 

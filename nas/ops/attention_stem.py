@@ -78,7 +78,7 @@ class AttentionStem(nn.Module):
             grid[:height, :width] = True
             inside = grid.reshape(rows, b, cols, b).transpose(1, 2).reshape(1, -1, b * b)
             inside = inside.expand(batch, -1, -1).reshape(-1, b * b)  # (N, b^2)
-        out = self._attend(*(self._heads_first(t, x.device) for t in (q, k, v)), inside)  # (N, heads, b^2, d)
+        out = self._attend(*map(self._heads_first, (q, k, v)), inside)  # (N, heads, b^2, d)
         out = out.transpose(1, 2).reshape(-1, chans)  # (N * b^2, C): a pixel per row
         if inside is None:
             out = self.norm(out[:, :, None, None]).view(-1, b * b, chans)
@@ -100,11 +100,11 @@ class AttentionStem(nn.Module):
         first = torch.arange(batch, device=device)[:, None] * (rows * cols * b * b)  # each image's first row
         return (first + in_image.flatten()).flatten()
 
-    def _heads_first(self, t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    def _heads_first(self, t: torch.Tensor) -> torch.Tensor:
         """(N, b^2, C) -> (N, heads, b^2, C / heads): a view on the CPU, whose attention kernel takes any
         strides; elsewhere contiguous, the layout the fused CUDA kernels were measured on."""
         t = t.reshape(t.shape[0], -1, self.heads, t.shape[-1] // self.heads).transpose(1, 2)
-        return t if device.type == "cpu" else t.contiguous()
+        return t if t.device.type == "cpu" else t.contiguous()
 
     @staticmethod
     def _attend(
