@@ -39,7 +39,9 @@ weights), keyed by the shrunk network's key and that part's settings (and ``--de
 CPU's), so a run stopped anywhere (Ctrl-C, a
 kill, ``--stop-after``) resumes in a later session and computes only what is missing. The one-shot
 supernet's checkpoints stay under ``--supernet-dir`` (``runs/evaluator_quality/``, not committed); once its
-scores are cached it is not needed again. ``--status`` prints what is done and left per part, and
+scores are cached it is not needed again. Each training keeps its epochs there too until its result is
+cached, so a reference killed mid-run continues from its last finished epoch (its cost columns count the
+earlier processes' epochs; ``resumed_epochs`` says how many). ``--status`` prints what is done and left per part, and
 ``--markdown`` the README's tables, both from the cache without training anything.
 
 Run from the repository root::
@@ -288,25 +290,39 @@ def trained_images(profile: ProxyProfile, data: DataSplit) -> int:
 
 
 def train_part(
-    arch: Arch, profile: ProxyProfile, data: DataSplit, seed: int, config: TrainConfig, device: torch.device
+    arch: Arch,
+    profile: ProxyProfile,
+    data: DataSplit,
+    seed: int,
+    config: TrainConfig,
+    device: torch.device,
+    checkpoint: Path | None = None,
 ) -> dict[str, Any]:
     """Top-1 after training ``profile.apply(arch)`` from ``seed`` on ``device``; ``seconds`` is the whole
     call's wall time (build, training, validation), ``cpu_seconds`` this process's CPU time over it (all
     threads), ``threads`` torch's intra-op thread count it trained with (shards of one study may differ;
     the count changes a result's last bits, as any summation order does). A diverged run scores None
-    (ranked last)."""
+    (ranked last). With ``checkpoint`` the training keeps its state there after every epoch and continues
+    from it: a run killed mid-training loses at most an epoch, and its ``seconds`` and ``cpu_seconds`` count
+    the earlier processes' epochs too (``resumed_epochs`` says how many they trained)."""
     start, cpu, threads = time.perf_counter(), time.process_time(), torch.get_num_threads()
     try:
-        out = train_proxy(arch, profile, data, seed=seed, config=config, device=device)
+        out = train_proxy(arch, profile, data, seed=seed, config=config, device=device, checkpoint=checkpoint)
     except TrainingDiverged as err:
         return {"top1": None, "diverged": str(err), **_elapsed(start, cpu), "threads": threads}
+    spent = _elapsed(start, cpu)
+    resumed = {}
+    if out.get("resumed_epochs"):
+        spent = {key: value + out[f"prior_{key}"] for key, value in spent.items()}
+        resumed = {"resumed_epochs": out["resumed_epochs"]}
     return {
         "top1": out["top1"],
         "loss": out["loss"],
         "train_loss": out["train_loss"],
         "train_seconds": out["train_seconds"],
         "eval_seconds": out["eval_seconds"],
-        **_elapsed(start, cpu),
+        **spent,
+        **resumed,
         "threads": threads,
         "proxy_params": out["params"],
         "device": out["device"],
@@ -488,6 +504,7 @@ class Study:
         self.base = self.space.profile(PROFILE)
         self.data = load_dataset(DATASET, img_size=self.base.img_size, seed=seed)
         self.cache = Cache(Path(args.cache_dir) / f"{space}-s{seed}.json")
+        self.run_dir = Path(args.supernet_dir)
         schedule = {**REFERENCES[space], "val_samples": args.ref_val}
         schedule.update(
             {
@@ -561,13 +578,22 @@ class Study:
         return parts
 
     def _training_part(self, name: str, profile: ProxyProfile, config: TrainConfig) -> Part:
+        settings = training_settings(profile, config, self.seed, self.data, self.device)
         return Part(
             name,
             name.split(":")[0],
-            training_settings(profile, config, self.seed, self.data, self.device),
-            lambda arch, net: train_part(arch, profile, self.data, self.seed, config, self.device),
+            settings,
+            lambda arch, net: train_part(
+                arch, profile, self.data, self.seed, config, self.device, self.checkpoint(settings, net)
+            ),
             trained_images(profile, self.data),
         )
+
+    def checkpoint(self, settings: dict[str, Any], net: Arch) -> Path:
+        """Where a training of ``net`` under ``settings`` keeps its epochs until its result is cached (shards
+        train disjoint networks, so no two processes write one file)."""
+        name = hashlib.sha1(net.key.encode()).hexdigest()[:16]
+        return self.run_dir / f"{self.label}-train" / settings_id(settings) / f"{name}.pt"
 
     def naswot_batch(self) -> torch.Tensor:
         if self._naswot_batch is None:
@@ -593,6 +619,8 @@ class Study:
                     return False
                 result = part.compute(arch, net)
                 self.cache.put(part.kind, part.settings, net.key, result)
+                if part.kind in ("proxy", "reference"):  # its epochs are kept no more
+                    self.checkpoint(part.settings, net).unlink(missing_ok=True)
                 print(
                     f"{self.label} [{i}/{len(self.archs)}] {part.name} {net.key}: {_fmt(result)}", flush=True
                 )
@@ -1028,7 +1056,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="JSON and PNG folder")
     parser.add_argument("--cache-dir", default=str(ROOT / "benchmarks" / "results" / "evaluator_quality"))
-    parser.add_argument("--supernet-dir", default=str(ROOT / "runs" / "evaluator_quality"))
+    parser.add_argument(
+        "--supernet-dir",
+        default=str(ROOT / "runs" / "evaluator_quality"),
+        help="checkpoints: the one-shot supernets', and each training's epochs until its result is cached",
+    )
     parser.add_argument("--no-oneshot", action="store_true", help="skip the one-shot evaluator")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     parser.add_argument(

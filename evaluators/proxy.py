@@ -22,6 +22,11 @@ grad scaler, random state, and the position in the data stream: the seeded passe
 ``train_samples``). A run continued rung by rung is the same training as one run to the top: on the CPU,
 bit for bit. Checkpoints are written and read by :mod:`evaluators.checkpoint`: tensors and plain values, never
 code, and a file that is not such a checkpoint is refused in one sentence.
+
+A single-fidelity run given ``checkpoint=PATH`` saves its state there after every epoch (the same state, plus
+the metrics and the seconds so far) and, when the file exists, continues from it: a long training killed
+mid-run (the evaluator-quality study's references, 11 epochs of half an hour and more) loses at most the
+epoch it was in, and ends as the uninterrupted run would (on the CPU, bit for bit).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import itertools
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +63,8 @@ __all__ = ["Fidelity", "ProxyEvaluator", "TrainConfig", "TrainingDiverged", "tra
 Report = Callable[[int, dict[str, float]], None]
 
 _KEYS = ("arch", "seed", "step", "total_steps", "model", "optimizer", "scaler", "stream", "rng", "cuda_rng")
+# an epoch checkpoint of a single-fidelity run: the run it is of, the trainer's state, what the run has so far
+_RUN_KEYS = ("run", "epoch", "model", "optimizer", "scaler", "stream", "rng", "cuda_rng", "so_far")
 
 
 class TrainingDiverged(RuntimeError):
@@ -180,9 +187,17 @@ def train_proxy(
     num_workers: int = 0,
     weights_dir: str | Path | None = None,
     fidelity: Fidelity | None = None,
+    checkpoint: str | Path | None = None,
 ) -> dict[str, Any]:
     """Train ``profile.apply(arch)`` from scratch (with ``fidelity``: one span of a ladder, the module
     docstring says how); return the final validation metrics and the cost.
+
+    With ``checkpoint`` (single fidelity only) the state is saved there after every epoch, and a run whose
+    file exists continues from it (a checkpoint of another network, seed, schedule or config is refused in
+    one sentence); ``resumed_epochs`` says how many epochs it held, ``prior_seconds`` and
+    ``prior_cpu_seconds`` the wall and CPU seconds the earlier processes spent training and validating (the
+    cost columns count them too: ``train_seconds`` and ``eval_seconds`` are the whole run's). The caller
+    removes the file once it has kept the result; a complete one returns that result again untrained.
 
     With ``weights_dir`` the trained network is kept there as a model file (:func:`nas.create.save_model`)
     named by :func:`nas.create.weights_name` of ``arch``, and ``weights`` in the result names it.
@@ -195,6 +210,8 @@ def train_proxy(
     infinite loss; whatever ``report`` raises propagates.
     """
     config = config or TrainConfig()
+    if fidelity is not None and checkpoint is not None:
+        raise ValueError("a ladder's span keeps its own checkpoint (fidelity.save): pass no checkpoint too")
     if data.img_size != profile.img_size:
         raise ValueError(
             f"data is at {data.img_size} px but profile {profile.name!r} trains at {profile.img_size}"
@@ -216,7 +233,8 @@ def train_proxy(
             raise ValueError(f"{len(data.train)} training samples make no full batch of {profile.batch_size}")
         trainer = _Trainer(model, proxy, profile.epochs, config, dev, report)
         if fidelity is None:
-            out = trainer.run(train_batches, val_batches)
+            saved = None if checkpoint is None else _EpochCheckpoint(Path(checkpoint), seed, config, profile)
+            out = trainer.run(train_batches, val_batches, saved)
         else:
             out = trainer.run_span(train_batches, val_batches, fidelity, profile.batch_size, seed)
     if weights_dir is not None:
@@ -257,8 +275,11 @@ class _Trainer:
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
         return autocast(self.device, self.amp_dtype)
 
-    def run(self, train_batches: Iterable[Any], val_batches: Iterable[Any]) -> dict[str, Any]:
-        steps = len(train_batches)  # type: ignore[arg-type]
+    def run(
+        self, train_batches: Any, val_batches: Iterable[Any], checkpoint: _EpochCheckpoint | None = None
+    ) -> dict[str, Any]:
+        """Train every epoch (with ``checkpoint``: those it does not hold yet, saving it after each)."""
+        steps = len(train_batches)
         scheduler, _ = create_scheduler_v2(
             self.optimizer,
             sched=self.config.sched,
@@ -269,32 +290,57 @@ class _Trainer:
             step_on_epochs=False,  # a proxy trains a few epochs: warmup and decay must move within one
             updates_per_epoch=steps,
         )
-        train_seconds = eval_seconds = 0.0
-        images = 0
-        metrics: dict[str, float] = {}
-        for epoch in range(1, self.epochs + 1):
+        so_far: dict[str, Any] = {
+            "train_seconds": 0.0,
+            "eval_seconds": 0.0,
+            "images": 0,
+            "metrics": {},
+            "seconds": 0.0,  # wall and CPU seconds of the earlier processes' epochs
+            "cpu_seconds": 0.0,
+        }
+        done = 0
+        if checkpoint is not None and checkpoint.path.exists():
+            done, so_far = checkpoint.load(
+                self, steps, train_batches.generator
+            )  # the rate too: the optimizer's
+        prior = {key: so_far[key] for key in ("seconds", "cpu_seconds")}
+        wall, cpu = time.perf_counter(), time.process_time()
+        for epoch in range(done + 1, self.epochs + 1):
             start = time.perf_counter()
             train_loss, seen = self._train_epoch(train_batches, epoch, scheduler, (epoch - 1) * steps)
-            train_seconds += self._elapsed(start)
-            images += seen
-            if epoch % self.config.eval_every and epoch != self.epochs:
-                continue
-            start = time.perf_counter()
-            metrics = self._evaluate(val_batches, epoch)
-            eval_seconds += self._elapsed(start)
-            metrics["train_loss"] = train_loss
-            if self.report is not None:
-                self.report(epoch, dict(metrics))
+            so_far["train_seconds"] += self._elapsed(start)
+            so_far["images"] += seen
+            if not epoch % self.config.eval_every or epoch == self.epochs:
+                start = time.perf_counter()
+                metrics = self._evaluate(val_batches, epoch)
+                so_far["eval_seconds"] += self._elapsed(start)
+                metrics["train_loss"] = train_loss
+                so_far["metrics"] = metrics
+                if self.report is not None:
+                    self.report(epoch, dict(metrics))
+            if checkpoint is not None:
+                spent = {
+                    "seconds": prior["seconds"] + time.perf_counter() - wall,
+                    "cpu_seconds": prior["cpu_seconds"] + time.process_time() - cpu,
+                }
+                checkpoint.save(self, epoch, steps, train_batches.generator, {**so_far, **spent})
+        train_seconds, images = so_far["train_seconds"], so_far["images"]
+        resumed = (
+            {}
+            if checkpoint is None
+            else {"resumed_epochs": done, **{f"prior_{k}": v for k, v in prior.items()}}
+        )
         return {
-            **metrics,
+            **so_far["metrics"],
             "train_seconds": train_seconds,
-            "eval_seconds": eval_seconds,
+            "eval_seconds": so_far["eval_seconds"],
             "images_per_second": images / train_seconds if train_seconds > 0 else math.nan,
             "epochs": self.epochs,
             "params": sum(p.numel() for p in self.model.parameters()),
             "device": str(self.device),
             "amp": str(self.amp_dtype).removeprefix("torch.") if self.amp_dtype else "fp32",
             "arch": self.arch.key,
+            **resumed,
         }
 
     def run_span(
@@ -434,6 +480,63 @@ class _Trainer:
         if not math.isfinite(metrics["loss"]):  # finite training loss but NaN logits: broken all the same
             raise TrainingDiverged(epoch, 0, metrics["loss"], self.arch.key)
         return metrics
+
+
+class _EpochCheckpoint:
+    """Where a single-fidelity run keeps its state after each epoch, and what run it is of: the network,
+    seed, schedule (the profile's training fields) and config. Data and device are not checked: a caller
+    keys its files by what it trains on (as the evaluator-quality study does by its settings)."""
+
+    def __init__(self, path: Path, seed: int, config: TrainConfig, profile: ProxyProfile) -> None:
+        self.path = path
+        schedule = ("epochs", "train_samples", "batch_size", "val_samples")
+        self.run = {
+            "seed": seed,
+            "schedule": {key: getattr(profile, key) for key in schedule},
+            "config": asdict(config),
+        }
+
+    def _of(self, trainer: _Trainer, steps: int) -> dict[str, Any]:
+        return {"arch": trainer.arch.key, "steps_per_epoch": steps, **self.run}
+
+    def save(
+        self, trainer: _Trainer, epoch: int, steps: int, generator: torch.Generator, so_far: dict[str, Any]
+    ) -> None:
+        state = {
+            "run": self._of(trainer, steps),
+            "epoch": epoch,
+            "model": trainer.model.state_dict(),
+            "optimizer": trainer.optimizer.state_dict(),
+            "scaler": trainer.scaler.state_dict() if trainer.scaler is not None else None,
+            "stream": generator.get_state(),  # the next pass's order and augmentation draw from it
+            "rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state(trainer.device) if trainer.device.type == "cuda" else None,
+            "so_far": so_far,
+        }
+        save_checkpoint(state, self.path)
+
+    def load(self, trainer: _Trainer, steps: int, generator: torch.Generator) -> tuple[int, dict[str, Any]]:
+        """Restore the state kept at ``self.path`` into ``trainer`` and ``generator``; (epochs done, what
+        the run had so far)."""
+        state = load_checkpoint(self.path, _RUN_KEYS)
+        mine = self._of(trainer, steps)
+        if state["run"] != mine:
+            theirs = state["run"]
+            differ = sorted(k for k in {*mine, *theirs} if mine.get(k) != theirs.get(k))
+            raise ValueError(
+                f"checkpoint {self.path} is of another run ({', '.join(differ)} differ): remove it to train "
+                "from scratch"
+            )
+        with restoring(self.path):
+            trainer.model.load_state_dict(state["model"])
+            trainer.optimizer.load_state_dict(state["optimizer"])
+            if trainer.scaler is not None and state["scaler"] is not None:
+                trainer.scaler.load_state_dict(state["scaler"])
+            generator.set_state(state["stream"])
+            torch.set_rng_state(state["rng"])
+            if trainer.device.type == "cuda" and state["cuda_rng"] is not None:
+                torch.cuda.set_rng_state(state["cuda_rng"], trainer.device)
+            return int(state["epoch"]), dict(state["so_far"])
 
 
 class _Restarts:

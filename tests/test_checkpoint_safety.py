@@ -1,5 +1,6 @@
-"""Checkpoints are data, never code (evaluators/checkpoint.py): ``nas train --resume`` and the one-shot
-supernet read ``checkpoint.pt`` / ``supernet.pt`` with ``torch.load(weights_only=True)``.
+"""Checkpoints are data, never code (evaluators/checkpoint.py): ``nas train --resume``, the one-shot
+supernet and a proxy run's epoch checkpoint read ``checkpoint.pt`` / ``supernet.pt`` / the caller's file with
+``torch.load(weights_only=True)``.
 
 A pickle made to run code (its unpickling would create a marker file) never runs: the marker is never made.
 That file, garbage bytes, a checkpoint lacking a key and a checkpoint holding another network's weights are
@@ -22,6 +23,7 @@ from typer.testing import CliRunner
 
 from evaluators.data import DataSplit, load_dataset
 from evaluators.oneshot import OneShotConfig, OneShotEvaluator
+from evaluators.proxy import train_proxy
 from evaluators.train import TRAIN_LOCK, FullTrainConfig, train_arch
 from nas.cli import app
 from nas.model import build_model
@@ -190,6 +192,20 @@ def test_oneshot_refuses_a_crafted_supernet_and_keeps_it(
     assert not marker.exists(), "unpickling ran the crafted file's code"
     _one_sentence(str(err.value), tmp_path / "supernet.pt")
     assert (tmp_path / "supernet.pt").read_bytes() == before  # never overwritten by a fresh training
+
+
+@pytest.mark.parametrize("kind", CRAFTED)
+def test_a_proxy_run_refuses_a_crafted_epoch_checkpoint_and_keeps_it(
+    kind: str, fashion: DataSplit, tmp_path: Path
+) -> None:
+    marker, path = tmp_path / "marker", tmp_path / "run.pt"
+    CRAFTED[kind](path, marker)
+    before = path.read_bytes()
+    with pytest.raises(ValueError) as err:
+        train_proxy(ARCH, TINY, fashion, checkpoint=path)
+    assert not marker.exists(), "unpickling ran the crafted file's code"
+    _one_sentence(str(err.value), path)
+    assert path.read_bytes() == before
 
 
 @pytest.fixture(scope="module")

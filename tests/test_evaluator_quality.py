@@ -49,7 +49,8 @@ def fake(eq, synthetic, monkeypatch):
     """Training and zero-cost scoring replaced by functions of the shrunk network; ``calls`` records them."""
     calls: list[tuple[str, str]] = []
 
-    def train_part(arch, profile, data, seed, config, device):
+    def train_part(arch, profile, data, seed, config, device, checkpoint):
+        assert checkpoint.suffix == ".pt" and not checkpoint.exists()
         net = profile.apply(arch).key
         calls.append((f"{profile.name}/lr{config.lr}" + ("" if device.type == "cpu" else f"@{device}"), net))
         noise = _quality(net + profile.name + str(config.lr)) * (0.02 if "reference" in profile.name else 0.3)
@@ -71,7 +72,8 @@ def _args(tmp_path: Path, *extra: str) -> list[str]:
     return [
         "--space", "coatnet", "--seed", "1", "--n", "3", "--no-oneshot",
         "--ref-epochs", "4", "--ref-samples", "10000",
-        "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"), *extra,
+        "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"),
+        "--supernet-dir", str(tmp_path / "runs"), *extra,
     ]  # fmt: skip
 
 
@@ -263,6 +265,53 @@ def test_gpu_results_are_cached_apart(eq, fake, tmp_path, capsys, monkeypatch):
     gpu = json.loads((tmp_path / "out" / "evaluator_quality-coatnet-s1-cuda.json").read_text())
     cpu = json.loads((tmp_path / "out" / "evaluator_quality-coatnet-s1.json").read_text())
     assert (gpu["settings"]["device"], cpu["settings"]["device"]) == ("cuda", "cpu")
+
+
+def test_a_training_killed_mid_run_resumes_from_its_last_epoch(eq, synthetic, tmp_path, monkeypatch):
+    """A reference killed after its second epoch's checkpoint continues from it in the next run and ends as
+    an uninterrupted study's; checkpoints go once their results are cached. Real training, fake zero-cost."""
+    from evaluators import proxy
+
+    monkeypatch.setattr(eq, "load_dataset", lambda name, **kw: synthetic)
+    scores = {name: 0.5 for name in eq.ZERO_COST} | {f"{name}_seconds": 0.1 for name in eq.ZERO_COST}
+    monkeypatch.setattr(eq, "zero_cost_part", lambda net, data, batch, seed: {**scores, "seconds": 0.4})
+
+    def argv(folder: Path) -> list[str]:
+        return [
+            "--space", "coatnet", "--seed", "1", "--n", "2", "--no-oneshot", "--variants", "n64-b16-v64",
+            "--ref-epochs", "3", "--ref-samples", "320", "--ref-batch", "32", "--ref-val", "64",
+            "--out", str(folder), "--cache-dir", str(folder / "cache"),
+            "--supernet-dir", str(folder / "runs"),
+        ]  # fmt: skip
+
+    assert eq.main(argv(tmp_path / "straight")) == 0
+    save = proxy._EpochCheckpoint.save
+
+    class Killed(Exception):
+        pass
+
+    def kill_after_two(self, trainer, epoch, *args):
+        save(self, trainer, epoch, *args)
+        if trainer.epochs == 3 and epoch == 2:
+            raise Killed
+
+    monkeypatch.setattr(proxy._EpochCheckpoint, "save", kill_after_two)
+    with pytest.raises(Killed):
+        eq.main(argv(tmp_path / "killed"))
+    kept = list((tmp_path / "killed" / "runs").rglob("*.pt"))
+    assert len(kept) == 1  # the proxies' checkpoints went with their cached results
+    monkeypatch.setattr(proxy._EpochCheckpoint, "save", save)
+    assert eq.main(argv(tmp_path / "killed")) == 0
+    assert not list((tmp_path / "killed" / "runs").rglob("*.pt"))
+    rows = {
+        name: json.loads((tmp_path / name / "evaluator_quality-coatnet-s1.json").read_text())["rows"]
+        for name in ("straight", "killed")
+    }
+    for key in ("reference", "proxy:n64-b16-v64"):
+        assert [r[key]["top1"] for r in rows["killed"]] == [r[key]["top1"] for r in rows["straight"]]
+    resumed = [r["reference"].get("resumed_epochs") for r in rows["killed"]]
+    assert sorted(resumed, key=str) == [2, None]
+    assert not any("resumed_epochs" in r["reference"] for r in rows["straight"])
 
 
 @pytest.mark.slow
