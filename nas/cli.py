@@ -22,7 +22,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from nas.bounds import (
     MAX_BATCH,
@@ -48,7 +48,23 @@ def _print_error(message: str) -> None:
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
-class _Commands(TyperGroup):
+class _FlagsTakeNoValue:
+    """typer 0.29's rich help gives every option a type column, flags included (``--resume <bool>``, as if
+    it took a value): a flag's is left empty, as click's plain help leaves it."""
+
+    def get_params(self, ctx: typer.Context) -> list[Any]:
+        params = super().get_params(ctx)  # type: ignore[misc]
+        for param in params:  # typer's own copy of click's classes: read as duck types
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+        return params
+
+
+class _Command(_FlagsTakeNoValue, TyperCommand):
+    """A ``nas`` command (its help shows no value for a flag)."""
+
+
+class _Commands(_FlagsTakeNoValue, TyperGroup):
     """The ``nas`` commands. A value the command line cannot convert (a word or a fraction where a whole
     number is meant, a number of 5000 digits) is one sentence and exit code 2, like every other bad input,
     instead of typer's usage text and box."""
@@ -120,7 +136,7 @@ def _example_stage(block: str, mixer: str, width: int):
     return replace(stage, heads=stage.max_heads(8))
 
 
-@app.command()
+@app.command(cls=_Command)
 def ops(
     width: Annotated[int, typer.Option(help="Channels of the example blocks.")] = 64,
     size: Annotated[int, typer.Option(help="Side of the example feature map.")] = 14,
@@ -160,7 +176,7 @@ def ops(
     console.print(table)
 
 
-@app.command()
+@app.command(cls=_Command)
 def inspect(
     arch_file: Annotated[Path, typer.Argument(help="Architecture JSON (the flat labelled dict).")],
     img_size: Annotated[int, typer.Option(help="Input side in pixels.")] = 224,
@@ -214,7 +230,7 @@ _NARROW_HELP = (
 )
 
 
-@app.command()
+@app.command(cls=_Command)
 def spaces(
     space: Annotated[str | None, typer.Option(help="Only this space. \\[default: all of them]")] = None,
     narrow: Annotated[list[str] | None, typer.Option(help=_NARROW_HELP + " Needs --space.")] = None,
@@ -301,7 +317,7 @@ _Convention = Annotated[
 ]
 
 
-@app.command()
+@app.command(cls=_Command)
 def baselines(
     space: Annotated[str, typer.Option(help="Search space name (see `nas spaces`).")] = "coatnet",
     img_size: Annotated[int, typer.Option(help="Input side in pixels.")] = 224,
@@ -391,7 +407,7 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:+.1f}%"
 
 
-@app.command()
+@app.command(cls=_Command)
 def cost(
     arch_file: Annotated[Path, typer.Argument(help="Architecture JSON (the flat labelled dict).")],
     img_size: Annotated[int, typer.Option(help="Input side in pixels.")] = 224,
@@ -439,7 +455,7 @@ def cost(
     console.print(table)
 
 
-@app.command()
+@app.command(cls=_Command)
 def search(
     space: Annotated[
         str | None, typer.Option(help="Search space (see `nas spaces`). \\[default: coatnet]")
@@ -704,7 +720,7 @@ def _run_dir(study: str, runs_dir: str) -> Path:
     return Path(runs_dir) / study
 
 
-@app.command()
+@app.command(cls=_Command)
 def report(
     study: Annotated[str, typer.Argument(help="Study name (under --runs-dir) or a run directory.")],
     runs_dir: Annotated[str, typer.Option(help="Folder of the run directories.")] = "runs",
@@ -720,7 +736,7 @@ def report(
     console.print(f"report: {path}")
 
 
-@app.command()
+@app.command(cls=_Command)
 def compare(
     studies: Annotated[
         list[str], typer.Argument(help="Two or more studies: names under --runs-dir or run directories.")
@@ -779,7 +795,7 @@ def compare(
     console.print(f"comparison: {written[0]}", highlight=False, soft_wrap=True)
 
 
-@app.command()
+@app.command(cls=_Command)
 def export(
     study: Annotated[str, typer.Argument(help="Study name (under --runs-dir) or a run directory.")],
     trial: Annotated[list[int] | None, typer.Option(help="Trial number to export (repeatable).")] = None,
@@ -814,7 +830,7 @@ def export(
             console.print(f"{folder}: no model files (the search kept no weights for it)", highlight=False)
 
 
-@app.command()
+@app.command(cls=_Command)
 def train(
     arch: Annotated[str, typer.Argument(help="arch.json (or JSON text) of the architecture to train.")],
     dataset: Annotated[str, typer.Option(help="fashion-mnist | cifar10 | cifar100 | imagefolder:PATH.")] = (
@@ -909,7 +925,7 @@ def _train_config(
     )
 
 
-@app.command()
+@app.command(cls=_Command)
 def retrain(
     study: Annotated[str, typer.Argument(help="Study name (under --runs-dir) or a run directory.")],
     trial: Annotated[

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -160,3 +161,18 @@ def test_every_option_help_is_shown_whole(name: str) -> None:
         if text:
             shown = _one_line(text.replace("\\[", "["))
             assert any(shown in line for line in lines), f"{name} {param.name}: {shown!r} is not shown whole"
+
+
+@pytest.mark.parametrize("name", ["", *sorted(COMMANDS)])
+def test_a_flag_shows_no_value_to_give(name: str) -> None:
+    # typer 0.29's rich help types every option, flags too: `--resume <bool>` reads as `--resume true`
+    lines = _help_lines([name] if name else [])
+    command = typer.main.get_command(app)
+    params = COMMANDS[name].params if name else command.params
+    flags = [opt for p in params if getattr(p, "is_flag", False) for opt in p.opts if opt.startswith("--")]
+    for opt in [*flags, "--help"]:
+        shown = [line for line in lines if re.search(rf"\s{re.escape(opt)}(\s|,|/)", line)]
+        assert shown, f"{name} {opt} is not in the help"
+        assert not any(re.search(rf"{re.escape(opt)}\S*\s+<", line) for line in shown), shown
+    other = [p for p in params if not getattr(p, "is_flag", True)]
+    assert not other or any("<" in line for line in lines)  # options that take a value still say its type
