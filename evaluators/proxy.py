@@ -412,14 +412,31 @@ class _Trainer:
             "step": step,
             "total_steps": ends[-1],
             "restart_steps": list(ends[:-1]),
+            "stream": stream_state,
+            **self.state(),
+        }
+        save_checkpoint(state, path)
+
+    def state(self) -> dict[str, Any]:
+        """What continuing this training needs of the trainer: weights, optimizer (its rate too), grad
+        scaler, torch's generators (drop-path draws from them)."""
+        return {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scaler": self.scaler.state_dict() if self.scaler is not None else None,
-            "stream": stream_state,
             "rng": torch.get_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None,
         }
-        save_checkpoint(state, path)
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Load :meth:`state`'s entries of ``state`` (inside :func:`~evaluators.checkpoint.restoring`)."""
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.scaler is not None and state["scaler"] is not None:
+            self.scaler.load_state_dict(state["scaler"])
+        torch.set_rng_state(state["rng"])
+        if self.device.type == "cuda" and state["cuda_rng"] is not None:
+            torch.cuda.set_rng_state(state["cuda_rng"], self.device)
 
     def _load(self, path: Path, ends: tuple[int, ...], seed: int) -> tuple[int, torch.Tensor]:
         """Restore the state saved at ``path``; (steps done, stream state). A checkpoint of another network,
@@ -437,13 +454,7 @@ class _Trainer:
         if theirs != mine:
             raise ValueError(f"checkpoint {path} is of {theirs}, not of {mine}")
         with restoring(path):
-            self.model.load_state_dict(state["model"])
-            self.optimizer.load_state_dict(state["optimizer"])
-            if self.scaler is not None and state["scaler"] is not None:
-                self.scaler.load_state_dict(state["scaler"])
-            torch.set_rng_state(state["rng"])
-            if self.device.type == "cuda" and state["cuda_rng"] is not None:
-                torch.cuda.set_rng_state(state["cuda_rng"], self.device)
+            self.restore(state)
             return int(state["step"]), state["stream"]
 
     def _elapsed(self, start: float) -> float:
@@ -505,13 +516,9 @@ class _EpochCheckpoint:
         state = {
             "run": self._of(trainer, steps),
             "epoch": epoch,
-            "model": trainer.model.state_dict(),
-            "optimizer": trainer.optimizer.state_dict(),
-            "scaler": trainer.scaler.state_dict() if trainer.scaler is not None else None,
             "stream": generator.get_state(),  # the next pass's order and augmentation draw from it
-            "rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state(trainer.device) if trainer.device.type == "cuda" else None,
             "so_far": so_far,
+            **trainer.state(),
         }
         save_checkpoint(state, self.path)
 
@@ -528,14 +535,8 @@ class _EpochCheckpoint:
                 "from scratch"
             )
         with restoring(self.path):
-            trainer.model.load_state_dict(state["model"])
-            trainer.optimizer.load_state_dict(state["optimizer"])
-            if trainer.scaler is not None and state["scaler"] is not None:
-                trainer.scaler.load_state_dict(state["scaler"])
+            trainer.restore(state)
             generator.set_state(state["stream"])
-            torch.set_rng_state(state["rng"])
-            if trainer.device.type == "cuda" and state["cuda_rng"] is not None:
-                torch.cuda.set_rng_state(state["cuda_rng"], trainer.device)
             return int(state["epoch"]), dict(state["so_far"])
 
 
