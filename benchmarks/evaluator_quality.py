@@ -41,8 +41,8 @@ kill, ``--stop-after``) resumes in a later session and computes only what is mis
 supernet's checkpoints stay under ``--supernet-dir`` (``runs/evaluator_quality/``, not committed); once its
 scores are cached it is not needed again. Each training keeps its epochs there too until its result is
 cached, so a reference killed mid-run continues from its last finished epoch (its cost columns count the
-earlier processes' epochs; ``resumed_epochs`` says how many). ``--status`` prints what is done and left per part, and
-``--markdown`` the README's tables, both from the cache without training anything.
+earlier processes' epochs; ``resumed_epochs`` says how many). ``--status`` prints what is done, in progress
+and left per part, and ``--markdown`` the README's tables, both from the cache without training anything.
 
 Run from the repository root::
 
@@ -670,10 +670,27 @@ class Study:
                 line += f"; {left} left, about {left * mean / 3600:.2f} h at {mean:.0f} s each so far"
             elif left:
                 line += f"; {left} left"
+            if part.kind in ("proxy", "reference"):
+                line += self._in_progress(part)
             lines.append(line)
         if any(info is None for info in self.oneshot_infos().values()):
             lines.append("  (a one-shot supernet is trained before its first score)")
         return "\n".join(lines)
+
+    def _in_progress(self, part: Part) -> str:
+        """``; in progress: epoch E/N, ...`` for the trainings of ``part`` that left an epoch checkpoint and
+        no result yet (any shard's), or nothing."""
+        epochs = []
+        for (_, arch), result in zip(self.archs, self.cached(part), strict=True):
+            path = self.checkpoint(part.settings, self.base.apply(arch))
+            if result is None and path.exists():
+                try:
+                    epochs.append(int(torch.load(path, map_location="cpu", weights_only=True)["epoch"]))
+                except Exception:  # being replaced by its shard, or not a checkpoint: its training will say
+                    epochs.append(None)
+        total = part.settings["profile"]["epochs"]
+        shown = ", ".join(f"epoch {'?' if e is None else e}/{total}" for e in epochs)
+        return f"; in progress: {shown}" if epochs else ""
 
     def oneshot_infos(self) -> dict[str, Any]:
         """Each one-shot variant's supernet training info from the cache, by name (None while not trained;

@@ -267,7 +267,7 @@ def test_gpu_results_are_cached_apart(eq, fake, tmp_path, capsys, monkeypatch):
     assert (gpu["settings"]["device"], cpu["settings"]["device"]) == ("cuda", "cpu")
 
 
-def test_a_training_killed_mid_run_resumes_from_its_last_epoch(eq, synthetic, tmp_path, monkeypatch):
+def test_a_training_killed_mid_run_resumes_from_its_last_epoch(eq, synthetic, tmp_path, monkeypatch, capsys):
     """A reference killed after its second epoch's checkpoint continues from it in the next run and ends as
     an uninterrupted study's; checkpoints go once their results are cached. Real training, fake zero-cost."""
     from evaluators import proxy
@@ -300,6 +300,10 @@ def test_a_training_killed_mid_run_resumes_from_its_last_epoch(eq, synthetic, tm
         eq.main(argv(tmp_path / "killed"))
     kept = list((tmp_path / "killed" / "runs").rglob("*.pt"))
     assert len(kept) == 1  # the proxies' checkpoints went with their cached results
+    capsys.readouterr()
+    assert eq.main([*argv(tmp_path / "killed"), "--status"]) == 0
+    status = capsys.readouterr().out
+    assert "0/2 done; 2 left; in progress: epoch 2/3" in status and status.count("in progress") == 1
     monkeypatch.setattr(proxy._EpochCheckpoint, "save", save)
     assert eq.main(argv(tmp_path / "killed")) == 0
     assert not list((tmp_path / "killed" / "runs").rglob("*.pt"))
