@@ -65,6 +65,16 @@ Report = Callable[[int, dict[str, float]], None]
 _KEYS = ("arch", "seed", "step", "total_steps", "model", "optimizer", "scaler", "stream", "rng", "cuda_rng")
 # an epoch checkpoint of a single-fidelity run: the run it is of, the trainer's state, what the run has so far
 _RUN_KEYS = ("run", "epoch", "model", "optimizer", "scaler", "stream", "rng", "cuda_rng", "so_far")
+# what such a run has so far, at its start: seconds and images of its epochs, its last validation, and the
+# wall and CPU seconds the processes before this one spent in it
+_SO_FAR = {
+    "train_seconds": 0.0,
+    "eval_seconds": 0.0,
+    "images": 0,
+    "metrics": {},
+    "seconds": 0.0,
+    "cpu_seconds": 0.0,
+}
 
 
 class TrainingDiverged(RuntimeError):
@@ -290,19 +300,10 @@ class _Trainer:
             step_on_epochs=False,  # a proxy trains a few epochs: warmup and decay must move within one
             updates_per_epoch=steps,
         )
-        so_far: dict[str, Any] = {
-            "train_seconds": 0.0,
-            "eval_seconds": 0.0,
-            "images": 0,
-            "metrics": {},
-            "seconds": 0.0,  # wall and CPU seconds of the earlier processes' epochs
-            "cpu_seconds": 0.0,
-        }
+        so_far: dict[str, Any] = dict(_SO_FAR)
         done = 0
-        if checkpoint is not None and checkpoint.path.exists():
-            done, so_far = checkpoint.load(
-                self, steps, train_batches.generator
-            )  # the rate too: the optimizer's
+        if checkpoint is not None and checkpoint.path.exists():  # the learning rate is the optimizer's
+            done, so_far = checkpoint.load(self, steps, train_batches.generator)
         prior = {key: so_far[key] for key in ("seconds", "cpu_seconds")}
         wall, cpu = time.perf_counter(), time.process_time()
         for epoch in range(done + 1, self.epochs + 1):
@@ -528,7 +529,7 @@ class _EpochCheckpoint:
         state = load_checkpoint(self.path, _RUN_KEYS)
         mine = self._of(trainer, steps)
         if state["run"] != mine:
-            theirs = state["run"]
+            theirs = state["run"] if isinstance(state["run"], dict) else {}  # a hand-edited file: all differ
             differ = sorted(k for k in {*mine, *theirs} if mine.get(k) != theirs.get(k))
             raise ValueError(
                 f"checkpoint {self.path} is of another run ({', '.join(differ)} differ): remove it to train "
@@ -537,7 +538,8 @@ class _EpochCheckpoint:
         with restoring(self.path):
             trainer.restore(state)
             generator.set_state(state["stream"])
-            return int(state["epoch"]), dict(state["so_far"])
+            so_far = {key: state["so_far"][key] for key in _SO_FAR}
+            return int(state["epoch"]), so_far
 
 
 class _Restarts:

@@ -116,6 +116,28 @@ def test_a_file_that_is_no_checkpoint_is_refused(fashion: DataSplit, tmp_path: P
     torch.save({"epoch": 1}, junk)
     with pytest.raises(ValueError, match="lacks 'run'"):
         _train(fashion, checkpoint=junk)
+    torch.save(
+        dict.fromkeys(
+            ("run", "epoch", "model", "optimizer", "scaler", "stream", "rng", "cuda_rng", "so_far"), "x"
+        ),
+        junk,
+    )
+    with pytest.raises(
+        ValueError, match=r"is of another run \(arch, config, schedule, seed, steps_per_epoch differ\)"
+    ):
+        _train(fashion, checkpoint=junk)
+
+
+def test_a_tampered_checkpoint_of_this_run_is_refused(fashion: DataSplit, tmp_path: Path) -> None:
+    checkpoint = tmp_path / "run.pt"
+    with pytest.raises(Killed):
+        _train(fashion, checkpoint=checkpoint, report=_kill_at(3))
+    state = torch.load(checkpoint, weights_only=True)
+    for key, value in (("so_far", {"images": 1}), ("model", {"stem.weight": torch.zeros(1)})):
+        torch.save({**state, key: value}, checkpoint)
+        with pytest.raises(ValueError, match=r"does not fit this run") as err:
+            _train(fashion, checkpoint=checkpoint)
+        assert "\n" not in str(err.value)
 
 
 def test_a_ladder_span_takes_no_second_checkpoint(fashion: DataSplit, tmp_path: Path) -> None:
