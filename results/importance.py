@@ -61,9 +61,7 @@ def choice_importance(
     if len(trials) < MIN_TRIALS:
         return ChoiceImportance({}, len(trials), f"{len(trials)} trials; importances need {MIN_TRIALS}")
     quantile = min(0.5, max(0.1, 5 / len(trials)))  # >= 5 trials in the top quantile (the paper)
-    out = {o.name: _importances(trials, objectives, [k], quantile) for k, o in enumerate(objectives)}
-    if len(objectives) > 1:
-        out[FRONT] = _importances(trials, objectives, list(range(len(objectives))), quantile)
+    out = _importances(trials, objectives, quantile)
     return ChoiceImportance({target: _varied(per, trials) for target, per in out.items()}, len(trials))
 
 
@@ -98,28 +96,35 @@ def _trial(space: Any, row: pd.Series, objectives: Sequence[Objective]) -> Any:
 
 
 def _importances(
-    trials: Sequence[Any], objectives: Sequence[Objective], picked: Sequence[int], quantile: float
-) -> dict[str, float]:
-    """PED-ANOVA over an in-memory study of ``trials`` valued by the ``picked`` objectives: one objective,
-    or for several, reaching their Pareto front (non-domination rank with a hypervolume tie-break: Optuna's
-    multi-objective top quantile)."""
+    trials: Sequence[Any], objectives: Sequence[Objective], quantile: float
+) -> dict[str, dict[str, float]]:
+    """PED-ANOVA over one in-memory study of ``trials``: per objective (its values as the target, negated
+    where it is maximized: the evaluator takes lower as better), and with several, for reaching their Pareto
+    front (non-domination rank with a hypervolume tie-break: Optuna's multi-objective top quantile). One
+    study for every target: building one costs more than an evaluation (a deep copy per trial added)."""
     import optuna
 
     verbosity = optuna.logging.get_verbosity()
-    optuna.logging.set_verbosity(optuna.logging.WARNING)  # not "A new study created in memory" per target
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # not "A new study created in memory"
     try:
-        study = optuna.create_study(directions=[objectives[k].direction for k in picked])
+        study = optuna.create_study(directions=[o.direction for o in objectives])
     finally:
         optuna.logging.set_verbosity(verbosity)
-    for trial in trials:
-        study.add_trial(
-            optuna.trial.create_trial(
-                params=trial.params,
-                distributions=trial.distributions,
-                values=[trial.values[k] for k in picked],
-            )
-        )
+    study.add_trials(trials)
     evaluator = optuna.importance.PedAnovaImportanceEvaluator(target_quantile=quantile)
-    with warnings.catch_warnings():  # "importances will be equal" when every trial ties: they are, all 0
+
+    def objective(k: int) -> Any:
+        sign = -1.0 if objectives[k].direction == "maximize" else 1.0
+        return lambda trial: sign * trial.values[k]
+
+    out = {}
+    # "importances will be equal" when every trial ties (they are, all 0); "lower target is better" (it is)
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return optuna.importance.get_param_importances(study, evaluator=evaluator)
+        for k, o in enumerate(objectives):
+            out[o.name] = optuna.importance.get_param_importances(
+                study, evaluator=evaluator, target=objective(k)
+            )
+        if len(objectives) > 1:
+            out[FRONT] = optuna.importance.get_param_importances(study, evaluator=evaluator)
+    return out
