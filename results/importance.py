@@ -5,7 +5,8 @@ divergence between the choice's distribution among the top trials and among all 
 exists only for local attention; ``stem.patch`` only for a patch stem).
 
 One code path for both engines: the trials table (an Optuna study's or a Ray run's) is turned into an
-in-memory Optuna study, one per objective and one for the front. Each row's choices are its ``arch_json``
+in-memory Optuna study of every objective, evaluated once per objective (that objective's values as the
+target) and once for the front. Each row's choices are its ``arch_json``
 replayed through the space (``space.encode`` and ``sample`` on a ``FixedTrial``: the parameters and their
 declared distributions, as the sampler saw them). Rows used: completed, met the limits, on a ladder of the
 top rung, and no repeats (a repeat is the same architecture counted twice). A choice that every row made
