@@ -61,3 +61,36 @@ def test_a_choice_every_trial_made_alike_is_left_out() -> None:
         assert "stem" not in per and "s4.op" not in per and "stem.patch" not in per
         assert {"s3.op", "s2.depth", "s4.depth"} <= set(per) and abs(sum(per.values()) - 1) < 1e-9
     assert max(result.importances["top1"], key=result.importances["top1"].get) == "s3.op"
+
+
+def _alone(trials: list, objectives, picked: list[int], quantile: float) -> dict[str, float]:
+    """Optuna's PED-ANOVA on a study of the ``picked`` objectives alone, in their directions (reference)."""
+    import warnings
+
+    import optuna
+
+    study = optuna.create_study(directions=[objectives[k].direction for k in picked])
+    for t in trials:
+        values = [t.values[k] for k in picked]
+        study.add_trial(
+            optuna.trial.create_trial(params=t.params, distributions=t.distributions, values=values)
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        evaluator = optuna.importance.PedAnovaImportanceEvaluator(target_quantile=quantile)
+        return optuna.importance.get_param_importances(study, evaluator=evaluator)
+
+
+def test_each_target_reads_as_a_study_of_its_own_objectives() -> None:
+    """One study serves every target: each objective's importances are those of a study of it alone, in its
+    direction (top-1 maximized, MACs minimized), and the front's those of both."""
+    from results import importance
+
+    frame = _table(60)
+    space = get_space("coatnet")
+    trials = [importance._trial(space, frame.loc[i], OBJECTIVES) for i in frame.index]
+    quantile = min(0.5, max(0.1, 5 / len(trials)))
+    result = choice_importance(frame, OBJECTIVES, "coatnet", list(frame.index))
+    for target, picked in (("top1", [0]), ("macs", [1]), (FRONT, [0, 1])):
+        expected = importance._varied(_alone(trials, OBJECTIVES, picked, quantile), trials)
+        assert result.importances[target] == expected, target
