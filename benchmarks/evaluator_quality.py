@@ -88,7 +88,7 @@ sys.path.insert(0, str(ROOT))
 from evaluators import zero_cost  # noqa: E402
 from evaluators.batches import loaders  # noqa: E402
 from evaluators.data import DataSplit, load_dataset  # noqa: E402
-from evaluators.proxy import TrainConfig, TrainingDiverged, train_proxy  # noqa: E402
+from evaluators.proxy import TrainConfig, TrainingDiverged, TrainingStopped, train_proxy  # noqa: E402
 from evaluators.ranking import kendall_tau, kendall_top, precision_at_k, spearman  # noqa: E402
 from nas.arch import Arch  # noqa: E402
 from nas.model import build_model, count_params  # noqa: E402
@@ -297,6 +297,7 @@ def train_part(
     config: TrainConfig,
     device: torch.device,
     checkpoint: Path | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> dict[str, Any]:
     """Top-1 after training ``profile.apply(arch)`` from ``seed`` on ``device``; ``seconds`` is the whole
     call's wall time (build, training, validation), ``cpu_seconds`` this process's CPU time over it (all
@@ -304,10 +305,13 @@ def train_part(
     the count changes a result's last bits, as any summation order does). A diverged run scores None
     (ranked last). With ``checkpoint`` the training keeps its state there after every epoch and continues
     from it: a run killed mid-training loses at most an epoch, and its ``seconds`` and ``cpu_seconds`` count
-    the earlier processes' epochs too (``resumed_epochs`` says how many they trained)."""
+    the earlier processes' epochs too (``resumed_epochs`` says how many they trained); ``stop``, asked after
+    each epoch, ends it there (``TrainingStopped``, its checkpoint kept)."""
     start, cpu, threads = time.perf_counter(), time.process_time(), torch.get_num_threads()
     try:
-        out = train_proxy(arch, profile, data, seed=seed, config=config, device=device, checkpoint=checkpoint)
+        out = train_proxy(
+            arch, profile, data, seed=seed, config=config, device=device, checkpoint=checkpoint, stop=stop
+        )
     except TrainingDiverged as err:
         return {"top1": None, "diverged": str(err), **_elapsed(start, cpu), "threads": threads}
     spent = _elapsed(start, cpu)
@@ -537,6 +541,7 @@ class Study:
         self.oneshots = {o.name: o for o in oneshots}
         self.oneshot_skipped = oneshots[0].skipped if oneshots else "no one-shot variants"
         self._naswot_batch: torch.Tensor | None = None
+        self.deadline = math.inf  # compute's: no training is started, nor continued past an epoch, after it
         self.parts = self._parts()
 
     @property
@@ -584,7 +589,14 @@ class Study:
             name.split(":")[0],
             settings,
             lambda arch, net: train_part(
-                arch, profile, self.data, self.seed, config, self.device, self.checkpoint(settings, net)
+                arch,
+                profile,
+                self.data,
+                self.seed,
+                config,
+                self.device,
+                self.checkpoint(settings, net),
+                self.past_deadline,
             ),
             trained_images(profile, self.data),
         )
@@ -604,9 +616,15 @@ class Study:
         """``part``'s cached result for each architecture (None: not computed yet)."""
         return [self.cache.get(part.kind, part.settings, self.base.apply(arch).key) for _, arch in self.archs]
 
+    def past_deadline(self) -> bool:
+        """Whether ``--stop-after`` has passed: asked by a training after each epoch it has saved."""
+        return time.perf_counter() > self.deadline
+
     def compute(self, deadline: float) -> bool:
         """Compute every missing result of this shard, part by part, starting none after ``deadline``
-        (perf_counter); True if this shard's share is complete."""
+        (perf_counter) and stopping a training at its first epoch past it (its checkpoint continues it in
+        the next run); True if this shard's share is complete."""
+        self.deadline = deadline
         for part in self.parts:
             for i, (_, arch) in enumerate(self.archs, start=1):
                 net = self.base.apply(arch)
@@ -617,7 +635,14 @@ class Study:
                 if time.perf_counter() > deadline:
                     print(f"{self.label}: --stop-after reached; the rest is left for a later run", flush=True)
                     return False
-                result = part.compute(arch, net)
+                try:
+                    result = part.compute(arch, net)
+                except TrainingStopped as stopped:
+                    print(
+                        f"{self.label} [{i}/{len(self.archs)}] {part.name} {net.key}: {stopped}", flush=True
+                    )
+                    print(f"{self.label}: --stop-after reached; the rest is left for a later run", flush=True)
+                    return False
                 self.cache.put(part.kind, part.settings, net.key, result)
                 if part.kind in ("proxy", "reference"):  # its epochs are kept no more
                     self.checkpoint(part.settings, net).unlink(missing_ok=True)
@@ -1069,7 +1094,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--status", action="store_true", help="print what is done and left; train nothing")
     parser.add_argument("--markdown", action="store_true", help="print the README tables; train nothing")
     parser.add_argument(
-        "--stop-after", type=float, help="minutes after which no new result is started (outputs are partial)"
+        "--stop-after",
+        type=float,
+        help="minutes after which no new result is started and a training stops at its next epoch, its "
+        "checkpoint kept for the next run (outputs are partial)",
     )
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="JSON and PNG folder")
     parser.add_argument("--cache-dir", default=str(ROOT / "benchmarks" / "results" / "evaluator_quality"))

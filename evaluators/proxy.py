@@ -58,7 +58,7 @@ from nas.create import save_model, weights_name
 from nas.model import build_model
 from search_spaces.base import ProxyProfile
 
-__all__ = ["Fidelity", "ProxyEvaluator", "TrainConfig", "TrainingDiverged", "train_proxy"]
+__all__ = ["Fidelity", "ProxyEvaluator", "TrainConfig", "TrainingDiverged", "TrainingStopped", "train_proxy"]
 
 Report = Callable[[int, dict[str, float]], None]
 
@@ -84,6 +84,15 @@ class TrainingDiverged(RuntimeError):
         self.epoch, self.step, self.loss = epoch, step, loss
         where = f" for {arch_key}" if arch_key else ""
         super().__init__(f"training diverged{where}: loss {loss} at epoch {epoch}, step {step}")
+
+
+class TrainingStopped(Exception):
+    """A run with an epoch checkpoint stopped after ``epoch`` because its ``stop`` said so; the checkpoint
+    holds that epoch, and the same call continues from it."""
+
+    def __init__(self, epoch: int, epochs: int, path: Path) -> None:
+        self.epoch, self.epochs, self.path = epoch, epochs, path
+        super().__init__(f"training stopped after epoch {epoch} of {epochs}; {path} continues it")
 
 
 @dataclass(frozen=True)
@@ -198,6 +207,7 @@ def train_proxy(
     weights_dir: str | Path | None = None,
     fidelity: Fidelity | None = None,
     checkpoint: str | Path | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> dict[str, Any]:
     """Train ``profile.apply(arch)`` from scratch (with ``fidelity``: one span of a ladder, the module
     docstring says how); return the final validation metrics and the cost.
@@ -208,6 +218,8 @@ def train_proxy(
     ``prior_cpu_seconds`` the wall and CPU seconds the earlier processes spent training and validating (the
     cost columns count them too: ``train_seconds`` and ``eval_seconds`` are the whole run's). The caller
     removes the file once it has kept the result; a complete one returns that result again untrained.
+    ``stop`` (with ``checkpoint``), asked after each epoch's checkpoint but the last, ends the run there by
+    raising :class:`TrainingStopped` when it returns True: a caller's deadline that loses no work.
 
     With ``weights_dir`` the trained network is kept there as a model file (:func:`nas.create.save_model`)
     named by :func:`nas.create.weights_name` of ``arch``, and ``weights`` in the result names it.
@@ -222,6 +234,8 @@ def train_proxy(
     config = config or TrainConfig()
     if fidelity is not None and checkpoint is not None:
         raise ValueError("a ladder's span keeps its own checkpoint (fidelity.save): pass no checkpoint too")
+    if stop is not None and checkpoint is None:
+        raise ValueError("a run stopped between epochs continues from its checkpoint: pass one with stop")
     if data.img_size != profile.img_size:
         raise ValueError(
             f"data is at {data.img_size} px but profile {profile.name!r} trains at {profile.img_size}"
@@ -243,7 +257,11 @@ def train_proxy(
             raise ValueError(f"{len(data.train)} training samples make no full batch of {profile.batch_size}")
         trainer = _Trainer(model, proxy, profile.epochs, config, dev, report)
         if fidelity is None:
-            saved = None if checkpoint is None else _EpochCheckpoint(Path(checkpoint), seed, config, profile)
+            saved = (
+                None
+                if checkpoint is None
+                else _EpochCheckpoint(Path(checkpoint), seed, config, profile, stop)
+            )
             out = trainer.run(train_batches, val_batches, saved)
         else:
             out = trainer.run_span(train_batches, val_batches, fidelity, profile.batch_size, seed)
@@ -325,6 +343,8 @@ class _Trainer:
                     "cpu_seconds": prior["cpu_seconds"] + time.process_time() - cpu,
                 }
                 checkpoint.save(self, epoch, steps, train_batches.generator, {**so_far, **spent})
+                if epoch < self.epochs and checkpoint.stop is not None and checkpoint.stop():
+                    raise TrainingStopped(epoch, self.epochs, checkpoint.path)
         train_seconds, images = so_far["train_seconds"], so_far["images"]
         resumed = (
             {}
@@ -497,10 +517,18 @@ class _Trainer:
 class _EpochCheckpoint:
     """Where a single-fidelity run keeps its state after each epoch, and what run it is of: the network,
     seed, schedule (the profile's training fields) and config. Data and device are not checked: a caller
-    keys its files by what it trains on (as the evaluator-quality study does by its settings)."""
+    keys its files by what it trains on (as the evaluator-quality study does by its settings). ``stop`` is
+    the caller's: asked after each saved epoch but the last, True ends the run there."""
 
-    def __init__(self, path: Path, seed: int, config: TrainConfig, profile: ProxyProfile) -> None:
-        self.path = path
+    def __init__(
+        self,
+        path: Path,
+        seed: int,
+        config: TrainConfig,
+        profile: ProxyProfile,
+        stop: Callable[[], bool] | None = None,
+    ) -> None:
+        self.path, self.stop = path, stop
         schedule = ("epochs", "train_samples", "batch_size", "val_samples")
         self.run = {
             "seed": seed,

@@ -49,7 +49,7 @@ def fake(eq, synthetic, monkeypatch):
     """Training and zero-cost scoring replaced by functions of the shrunk network; ``calls`` records them."""
     calls: list[tuple[str, str]] = []
 
-    def train_part(arch, profile, data, seed, config, device, checkpoint):
+    def train_part(arch, profile, data, seed, config, device, checkpoint, stop):
         assert checkpoint.suffix == ".pt" and not checkpoint.exists()
         net = profile.apply(arch).key
         calls.append((f"{profile.name}/lr{config.lr}" + ("" if device.type == "cpu" else f"@{device}"), net))
@@ -268,8 +268,9 @@ def test_gpu_results_are_cached_apart(eq, fake, tmp_path, capsys, monkeypatch):
 
 
 def test_a_training_killed_mid_run_resumes_from_its_last_epoch(eq, synthetic, tmp_path, monkeypatch, capsys):
-    """A reference killed after its second epoch's checkpoint continues from it in the next run and ends as
-    an uninterrupted study's; checkpoints go once their results are cached. Real training, fake zero-cost."""
+    """A reference killed after its second epoch's checkpoint continues from it in the next run, one stopped
+    by --stop-after after its first in the run after, and both end as an uninterrupted study's; checkpoints go
+    once their results are cached. Real training, fake zero-cost."""
     from evaluators import proxy
 
     monkeypatch.setattr(eq, "load_dataset", lambda name, **kw: synthetic)
@@ -305,6 +306,15 @@ def test_a_training_killed_mid_run_resumes_from_its_last_epoch(eq, synthetic, tm
     status = capsys.readouterr().out
     assert "0/2 done; 2 left; in progress: epoch 2/3" in status and status.count("in progress") == 1
     monkeypatch.setattr(proxy._EpochCheckpoint, "save", save)
+    # --stop-after passes in the next run: the killed reference ends (no stop after its last epoch), the
+    # next one stops after its first epoch, kept for the run after
+    past = eq.Study.past_deadline
+    monkeypatch.setattr(eq.Study, "past_deadline", lambda self: True)
+    assert eq.main(argv(tmp_path / "killed")) == 0
+    out = capsys.readouterr().out
+    assert out.count("training stopped after epoch") == 1 and "stopped after epoch 1 of 3" in out
+    assert "--stop-after reached" in out and len(list((tmp_path / "killed" / "runs").rglob("*.pt"))) == 1
+    monkeypatch.setattr(eq.Study, "past_deadline", past)
     assert eq.main(argv(tmp_path / "killed")) == 0
     assert not list((tmp_path / "killed" / "runs").rglob("*.pt"))
     rows = {
@@ -313,8 +323,7 @@ def test_a_training_killed_mid_run_resumes_from_its_last_epoch(eq, synthetic, tm
     }
     for key in ("reference", "proxy:n64-b16-v64"):
         assert [r[key]["top1"] for r in rows["killed"]] == [r[key]["top1"] for r in rows["straight"]]
-    resumed = [r["reference"].get("resumed_epochs") for r in rows["killed"]]
-    assert sorted(resumed, key=str) == [2, None]
+    assert [r["reference"].get("resumed_epochs") for r in rows["killed"]] == [2, 1]
     assert not any("resumed_epochs" in r["reference"] for r in rows["straight"])
 
 

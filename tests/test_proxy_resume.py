@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from evaluators.data import DataSplit, load_dataset
-from evaluators.proxy import Fidelity, TrainConfig, train_proxy
+from evaluators.proxy import Fidelity, TrainConfig, TrainingStopped, train_proxy
 from nas.arch import Arch, Stage, Stem
 from search_spaces.base import ProxyProfile
 
@@ -63,6 +63,24 @@ def test_a_killed_run_continues_to_the_uninterrupted_result(
     assert (out["prior_seconds"] > 0) == (killed_at > 1) and out["prior_cpu_seconds"] >= 0
     state = torch.load(checkpoint, weights_only=True)
     assert state["epoch"] == 3 and state["so_far"]["images"] == 3 * 256
+
+
+def test_a_run_told_to_stop_stops_after_an_epoch_and_continues_to_the_same_result(
+    fashion: DataSplit, straight: dict, tmp_path: Path
+) -> None:
+    checkpoint, asked = tmp_path / "run.pt", []
+
+    def stop() -> bool:
+        asked.append(torch.load(checkpoint, weights_only=True)["epoch"])  # asked once the epoch is saved
+        return len(asked) == 2
+
+    with pytest.raises(TrainingStopped, match=r"stopped after epoch 2 of 3; .*run.pt continues it") as err:
+        _train(fashion, checkpoint=checkpoint, stop=stop)
+    assert asked == [1, 2] and (err.value.epoch, err.value.epochs) == (2, 3)
+    out = _train(fashion, checkpoint=checkpoint, stop=lambda: True)  # not asked after the last epoch
+    assert out["resumed_epochs"] == 2 and {k: out[k] for k in METRICS} == {k: straight[k] for k in METRICS}
+    with pytest.raises(ValueError, match="pass one with stop"):
+        _train(fashion, stop=lambda: True)
 
 
 def test_a_complete_checkpoint_returns_its_result_untrained(fashion: DataSplit, tmp_path: Path) -> None:
