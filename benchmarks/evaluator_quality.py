@@ -87,6 +87,7 @@ sys.path.insert(0, str(ROOT))
 # Imported after the repository root is on the path.
 from evaluators import zero_cost  # noqa: E402
 from evaluators.batches import loaders  # noqa: E402
+from evaluators.checkpoint import load_checkpoint  # noqa: E402
 from evaluators.data import DataSplit, load_dataset  # noqa: E402
 from evaluators.proxy import TrainConfig, TrainingDiverged, TrainingStopped, train_proxy  # noqa: E402
 from evaluators.ranking import kendall_tau, kendall_top, precision_at_k, spearman  # noqa: E402
@@ -497,6 +498,11 @@ class Part:
     compute: Callable[[Arch, Arch], dict[str, Any]]
     trained_images: int | None = None
 
+    @property
+    def keeps_epochs(self) -> bool:
+        """Whether its trainings keep an epoch checkpoint (:meth:`Study.checkpoint`) until cached."""
+        return self.kind in ("proxy", "reference")
+
 
 class Study:
     """One (space, seed) study: its architectures, its parts in the order they run, and its cache."""
@@ -644,7 +650,7 @@ class Study:
                     print(f"{self.label}: --stop-after reached; the rest is left for a later run", flush=True)
                     return False
                 self.cache.put(part.kind, part.settings, net.key, result)
-                if part.kind in ("proxy", "reference"):  # its epochs are kept no more
+                if part.keeps_epochs:  # its epochs are kept no more
                     self.checkpoint(part.settings, net).unlink(missing_ok=True)
                 print(
                     f"{self.label} [{i}/{len(self.archs)}] {part.name} {net.key}: {_fmt(result)}", flush=True
@@ -695,7 +701,7 @@ class Study:
                 line += f"; {left} left, about {left * mean / 3600:.2f} h at {mean:.0f} s each so far"
             elif left:
                 line += f"; {left} left"
-            if part.kind in ("proxy", "reference"):
+            if part.keeps_epochs:
                 line += self._in_progress(part)
             lines.append(line)
         if any(info is None for info in self.oneshot_infos().values()):
@@ -710,8 +716,8 @@ class Study:
             path = self.checkpoint(part.settings, self.base.apply(arch))
             if result is None and path.exists():
                 try:
-                    epochs.append(int(torch.load(path, map_location="cpu", weights_only=True)["epoch"]))
-                except Exception:  # being replaced by its shard, or not a checkpoint: its training will say
+                    epochs.append(int(load_checkpoint(path, ("epoch",))["epoch"]))
+                except ValueError:  # replaced by its shard meanwhile, or not a checkpoint: its training says
                     epochs.append(None)
         total = part.settings["profile"]["epochs"]
         shown = ", ".join(f"epoch {'?' if e is None else e}/{total}" for e in epochs)

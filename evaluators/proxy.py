@@ -62,9 +62,11 @@ __all__ = ["Fidelity", "ProxyEvaluator", "TrainConfig", "TrainingDiverged", "Tra
 
 Report = Callable[[int, dict[str, float]], None]
 
-_KEYS = ("arch", "seed", "step", "total_steps", "model", "optimizer", "scaler", "stream", "rng", "cuda_rng")
+# the trainer's state (_Trainer.state), in a ladder span's checkpoint and in an epoch checkpoint
+_STATE_KEYS = ("model", "optimizer", "scaler", "rng", "cuda_rng")
+_KEYS = ("arch", "seed", "step", "total_steps", "stream", *_STATE_KEYS)
 # an epoch checkpoint of a single-fidelity run: the run it is of, the trainer's state, what the run has so far
-_RUN_KEYS = ("run", "epoch", "model", "optimizer", "scaler", "stream", "rng", "cuda_rng", "so_far")
+_RUN_KEYS = ("run", "epoch", "stream", "so_far", *_STATE_KEYS)
 # what such a run has so far, at its start: seconds and images of its epochs, its last validation, and the
 # wall and CPU seconds the processes before this one spent in it
 _SO_FAR = {
