@@ -73,6 +73,7 @@ import math
 import os
 import platform
 import re
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -92,7 +93,9 @@ from evaluators.data import DataSplit, load_dataset  # noqa: E402
 from evaluators.proxy import TrainConfig, TrainingDiverged, TrainingStopped, train_proxy  # noqa: E402
 from evaluators.ranking import kendall_tau, kendall_top, precision_at_k, spearman  # noqa: E402
 from nas.arch import Arch  # noqa: E402
+from nas.atomic import locked, replaced  # noqa: E402
 from nas.model import build_model, count_params  # noqa: E402
+from nas.processes import process_alive, this_process  # noqa: E402
 from search_spaces import get_space  # noqa: E402
 from search_spaces.base import ProxyProfile, SearchSpace  # noqa: E402
 
@@ -189,6 +192,44 @@ class Cache:
             tmp = self.path.with_suffix(".tmp")
             tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True) + "\n")  # -inf: -Infinity
             os.replace(tmp, self.path)  # atomic: an interrupted write never corrupts the cache
+
+
+class Claims:
+    """Which results the processes sharing a study are computing now, in one JSON file beside the supernets'
+    checkpoints (not committed), so that no two processes compute one result: a shard takes the claim before
+    it starts and gives it back once the result is cached. A claim names its process
+    (:func:`nas.processes.this_process`); one whose process has ended on this machine (killed, or a session
+    that ended) is void. A claim from another machine, or where that cannot be told, holds."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.me = this_process()
+
+    def _read(self) -> dict[str, Any]:
+        return json.loads(self.path.read_text()) if self.path.exists() else {}
+
+    def _write(self, claims: dict[str, Any]) -> None:
+        with replaced(self.path) as tmp:
+            tmp.write_text(json.dumps(claims, indent=1, sort_keys=True) + "\n")
+
+    def take(self, key: str) -> dict[str, Any] | None:
+        """Claim ``key`` for this process: None if taken, else the live process that holds it."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with locked(self.path):
+            claims = self._read()
+            holder = claims.get(key)
+            if holder is not None and holder != self.me and process_alive(holder) is not False:
+                return holder
+            claims[key] = self.me
+            self._write(claims)
+        return None
+
+    def give_back(self, key: str) -> None:
+        with locked(self.path):
+            claims = self._read()
+            if claims.get(key) == self.me:
+                del claims[key]
+                self._write(claims)
 
 
 # --- the parts -------------------------------------------------------------------------------------------
@@ -515,6 +556,7 @@ class Study:
         self.data = load_dataset(DATASET, img_size=self.base.img_size, seed=seed)
         self.cache = Cache(Path(args.cache_dir) / f"{space}-s{seed}.json")
         self.run_dir = Path(args.supernet_dir)
+        self.claims = Claims(self.run_dir / f"{self.label}-claims.json")
         schedule = {**REFERENCES[space], "val_samples": args.ref_val}
         schedule.update(
             {
@@ -627,44 +669,84 @@ class Study:
         return time.perf_counter() > self.deadline
 
     def compute(self, deadline: float) -> bool:
-        """Compute every missing result of this shard, part by part, starting none after ``deadline``
-        (perf_counter) and stopping a training at its first epoch past it (its checkpoint continues it in
-        the next run); True if this shard's share is complete."""
+        """Compute every missing result this process may compute (:meth:`order`), part by part, starting none
+        after ``deadline`` (perf_counter) nor any training that :meth:`estimate` says would end past it (left
+        for a later run, and a shorter one looked for), and stopping a training at its first epoch past it
+        (its checkpoint continues it in the next run); True if nothing was left. Each result is claimed
+        before it is started (:class:`Claims`), so processes sharing the study never compute one twice."""
         self.deadline = deadline
+        complete = True
         for part in self.parts:
-            for i, (_, arch) in enumerate(self.archs, start=1):
+            for i, arch in self.order(part):
                 net = self.base.apply(arch)
-                if not self.mine(part, i - 1):
-                    continue
+                where = f"{self.label} [{i + 1}/{len(self.archs)}] {part.name} {net.key}"
                 if self.cache.get(part.kind, part.settings, net.key) is not None:
                     continue
                 if time.perf_counter() > deadline:
                     print(f"{self.label}: --stop-after reached; the rest is left for a later run", flush=True)
                     return False
+                expected = self.estimate(part, net)
+                if expected is not None and time.perf_counter() + expected > deadline:
+                    print(
+                        f"{where}: left for a later run (about {expected / 60:.0f} min, past --stop-after)",
+                        flush=True,
+                    )
+                    complete = False
+                    continue
+                key = f"{part.kind}/{settings_id(part.settings)}/{net.key}"
+                if self.claims.take(key) is not None:
+                    complete = False  # another process computes it
+                    continue
                 try:
+                    self.cache.reload()  # claimed after the holder before us cached its result: seen now
+                    if self.cache.get(part.kind, part.settings, net.key) is not None:
+                        continue
                     result = part.compute(arch, net)
                 except TrainingStopped as stopped:
-                    print(
-                        f"{self.label} [{i}/{len(self.archs)}] {part.name} {net.key}: {stopped}", flush=True
-                    )
+                    print(f"{where}: {stopped}", flush=True)
                     print(f"{self.label}: --stop-after reached; the rest is left for a later run", flush=True)
                     return False
-                self.cache.put(part.kind, part.settings, net.key, result)
+                else:
+                    self.cache.put(part.kind, part.settings, net.key, result)
+                finally:
+                    self.claims.give_back(key)
                 if part.keeps_epochs:  # its epochs are kept no more
                     self.checkpoint(part.settings, net).unlink(missing_ok=True)
-                print(
-                    f"{self.label} [{i}/{len(self.archs)}] {part.name} {net.key}: {_fmt(result)}", flush=True
-                )
+                print(f"{where}: {_fmt(result)}", flush=True)
             if part.kind == "oneshot":
                 self.oneshots[part.name].release()
-        return True
+        return complete
 
-    def mine(self, part: Part, index: int) -> bool:
-        """Whether this process computes ``part`` of the ``index``-th architecture: under ``--shard I/N``
-        the architectures whose index is I modulo N, and the one-shot part (one supernet) on shard 0 only."""
+    def order(self, part: Part) -> list[tuple[int, Arch]]:
+        """The (index, architecture) pairs this process computes ``part`` for, in order: under ``--shard I/N``
+        those whose index is I modulo N, then the other shards' (a shard that ends its own share early helps
+        the others instead of idling; claims keep them apart); the one-shot part (one supernet) on shard 0
+        only."""
+        indexed = [(i, arch) for i, (_, arch) in enumerate(self.archs)]
         if part.kind == "oneshot":
-            return self.shard == 0
-        return index % self.shards == self.shard
+            return indexed if self.shard == 0 else []
+        return sorted(indexed, key=lambda pair: (pair[0] % self.shards - self.shard) % self.shards)
+
+    def estimate(self, part: Part, net: Arch) -> float | None:
+        """The wall seconds a training ``part`` should take on ``net``, or None where nothing cached says:
+        ``net``'s cached seconds under the proxy variant with the most trained images that has them, times
+        the median ratio of ``part``'s seconds to that variant's over the study's networks that have both
+        (so the study's own device, threads and load, not a guess)."""
+        if part.trained_images is None or part.kind == "oneshot":
+            return None
+        bases = sorted(
+            (p for p in self.parts if p.kind == "proxy" and p is not part), key=lambda p: -p.trained_images
+        )
+        for basis in bases:
+            own = self.cache.get(basis.kind, basis.settings, net.key)
+            ratios = [
+                mine["seconds"] / theirs["seconds"]
+                for mine, theirs in zip(self.cached(part), self.cached(basis), strict=True)
+                if mine and theirs and mine.get("seconds") and theirs.get("seconds")
+            ]
+            if own and own.get("seconds") and ratios:
+                return own["seconds"] * statistics.median(ratios)
+        return None
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per architecture with every cached result (a part not computed yet is absent)."""
@@ -1102,8 +1184,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--stop-after",
         type=float,
-        help="minutes after which no new result is started and a training stops at its next epoch, its "
-        "checkpoint kept for the next run (outputs are partial)",
+        help="minutes after which no new result is started (nor a training estimated to end past them) and a "
+        "training stops at its next epoch, its checkpoint kept for the next run (outputs are partial)",
     )
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="JSON and PNG folder")
     parser.add_argument("--cache-dir", default=str(ROOT / "benchmarks" / "results" / "evaluator_quality"))
@@ -1118,8 +1200,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--shard",
         default="0/1",
         type=parse_shard,
-        help="I/N: compute only the architectures whose index is I modulo N (the one-shot part on 0/N), so N "
-        "processes, e.g. on one GPU, share a study and its cache file (default 0/1: all)",
+        help="I/N: compute the architectures whose index is I modulo N first (the one-shot part: 0/N only), "
+        "then the other shards' unclaimed ones, so N processes, e.g. on one GPU, share a study and its cache "
+        "file (default 0/1: all)",
     )
     parser.add_argument(
         "--device",

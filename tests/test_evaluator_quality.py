@@ -9,10 +9,13 @@ import importlib.util
 import json
 import multiprocessing
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from nas import processes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -213,12 +216,37 @@ def test_oneshot_variants_share_supernets_and_resume(eq, fake, tmp_path, capsys,
 
 def test_shards_share_a_study_and_together_compute_it_once(eq, fake, tmp_path, capsys):
     n = ["--n", "5", "--variants", "cpu"]
-    assert eq.main([*_args(tmp_path, "--shard", "0/2"), *n]) == 0
-    first = list(fake)
+    nets = lambda calls: [net for _, net in calls]  # noqa: E731
+    # a claim held by a live process (another shard) keeps every other process off that result
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        study = eq.Study("coatnet", 1, eq.parse_args([*_args(tmp_path, "--shard", "1/2"), *n]))
+        held = study.base.apply(study.archs[1][1]).key  # shard 1's first
+        part = next(p for p in study.parts if p.kind == "reference")
+        record = {
+            **processes.this_process(),
+            "pid": holder.pid,
+            "started": processes._process_start(holder.pid),
+        }
+        assert processes.process_alive(record) is True
+        study.claims.path.parent.mkdir(parents=True)
+        study.claims.path.write_text(
+            json.dumps({f"reference/{eq.settings_id(part.settings)}/{held}": record})
+        )
+        # shard 0 computes its own share, then the other shard's (all but the claimed reference)
+        assert eq.main([*_args(tmp_path, "--shard", "0/2"), *n]) == 0
+        assert nets(fake)[:3] == [study.base.apply(study.archs[i][1]).key for i in (0, 2, 4)]  # own first
+        assert len(set(nets(fake))) == 5 and nets(fake).count(held) == 2  # zero-cost and proxy, no reference
+        partial = json.loads((tmp_path / "out" / "evaluator_quality-coatnet-s1.json").read_text())
+        assert partial["partial"] and partial["summary"]["reference"]["n"] == 4
+    finally:
+        holder.kill()
+        holder.wait()
+    # its holder gone, the claim is void: shard 1 computes that reference, and nothing else is left
+    fake.clear()
     assert eq.main([*_args(tmp_path, "--shard", "1/2"), *n]) == 0
-    second = fake[len(first) :]
-    nets = lambda calls: {net for _, net in calls}  # noqa: E731
-    assert len(nets(first)) == 3 and len(nets(second)) == 2 and not nets(first) & nets(second)
+    assert [name for name, _ in fake] == ["cpu-reference/lr0.001"] and nets(fake) == [held]
+    assert json.loads(study.claims.path.read_text()) == {}  # given back once cached
     result = json.loads((tmp_path / "out" / "evaluator_quality-coatnet-s1.json").read_text())
     assert not result["partial"] and result["summary"]["reference"]["n"] == 5  # the last shard read both
     fake.clear()
@@ -228,6 +256,40 @@ def test_shards_share_a_study_and_together_compute_it_once(eq, fake, tmp_path, c
             eq.parse_args(_args(tmp_path, "--shard", bad))
         assert exit_.value.code == 2
     assert "--shard" in capsys.readouterr().err
+
+
+def test_stop_after_starts_no_training_its_estimate_says_ends_past_it(
+    eq, fake, tmp_path, capsys, monkeypatch
+):
+    """The estimate: the network's cached seconds under the longest proxy variant times the study's median
+    ratio of the part's seconds to that variant's. A training that would end past --stop-after is left for
+    a later run, and a shorter one after it still runs."""
+    argv = lambda n, *extra: [*_args(tmp_path), "--n", str(n), "--variants", "cpu", *extra]  # noqa: E731
+    study = eq.Study("coatnet", 1, eq.parse_args(argv(4)))
+    nets = [study.base.apply(arch).key for _, arch in study.archs]
+    train = eq.train_part
+
+    def timed(arch, profile, data, seed, config, device, checkpoint, stop):
+        result = train(arch, profile, data, seed, config, device, checkpoint, stop)
+        proxy = 100.0 if profile.apply(arch).key == nets[2] else 10.0
+        return {**result, "seconds": 300.0 if "reference" in profile.name else proxy}
+
+    monkeypatch.setattr(eq, "train_part", timed)
+    assert eq.main(argv(2)) == 0  # references 30x their proxies' seconds
+    fake.clear()
+    capsys.readouterr()
+    assert eq.main(argv(4, "--stop-after", "20")) == 0
+    out = capsys.readouterr().out
+    assert f"reference {nets[2]}: left for a later run (about 50 min, past --stop-after)" in out
+    assert fake[-1] == ("cpu-reference/lr0.001", nets[3])  # about 5 min: it fits
+    assert [net for name, net in fake if "reference" in name] == [nets[3]]
+    study.cache.reload()
+    reference = next(p for p in study.parts if p.kind == "reference")
+    assert study.estimate(reference, study.base.apply(study.archs[2][1])) == pytest.approx(3000.0)
+    fake.clear()
+    assert eq.main(argv(4, "--stop-after", "60")) == 0
+    assert fake == [("cpu-reference/lr0.001", nets[2])]
+    assert "left for" not in capsys.readouterr().out
 
 
 def _put_many(path: str, shard: int) -> None:

@@ -18,9 +18,10 @@ import torch
 from optuna.trial import TrialState
 
 from evaluators.proxy import TrainingDiverged
+from nas.processes import process_alive, this_process
 from nas.search import failures, liveness
 from nas.search.failures import TrialTimeout, deadline, failure_reason
-from nas.search.liveness import fail_lost_trials, lost_reason, this_worker, worker_alive
+from nas.search.liveness import fail_lost_trials, lost_reason
 
 
 def _spin(seconds: float) -> None:
@@ -179,7 +180,7 @@ def test_lost_trials_are_told_apart_from_live_ones() -> None:
     study = optuna.create_study()
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    me = this_worker()
+    me = this_process()
     gone = {**me, "pid": dead.pid, "started": "1"}
     reused = {**me, "started": "1"}  # our pid, but another process's start time
     elsewhere = {**me, "machine": "other-host/boot/pid:[1]", "host": "other-host"}
@@ -187,7 +188,7 @@ def test_lost_trials_are_told_apart_from_live_ones() -> None:
     assert lost_reason(_running_trial(study, here=True, worker=me)) is None
     # this process, but not running it now: left by an earlier search in the same Python session
     assert "earlier search in this process" in lost_reason(_running_trial(study, worker=me))
-    assert worker_alive(me) is True and worker_alive(gone) is False and worker_alive(elsewhere) is None
+    assert process_alive(me) is True and process_alive(gone) is False and process_alive(elsewhere) is None
     assert "stopped mid-trial" in lost_reason(_running_trial(study, worker=gone))
     assert "stopped mid-trial" in lost_reason(_running_trial(study, worker=reused))
     fresh = _running_trial(study, worker=elsewhere, heartbeat=now - 10)
@@ -207,7 +208,7 @@ def test_a_worker_in_another_time_zone_is_judged_by_unix_times() -> None:
     heartbeat a trial is judged by its worker's ``since``, a Unix time."""
     study = optuna.create_study()
     now = time.time()
-    elsewhere = {**this_worker(), "machine": "other-host/boot/pid:[1]", "host": "other-host"}
+    elsewhere = {**this_process(), "machine": "other-host/boot/pid:[1]", "host": "other-host"}
     west = _running_trial(study, worker={**elsewhere, "since": now - 10})
     west.datetime_start = west.datetime_start - timedelta(hours=5)  # its naive local time, read here
     assert lost_reason(west, now) is None
@@ -219,8 +220,8 @@ def test_fail_lost_trials_fails_each_once_and_enqueues_the_rerun() -> None:
     study = optuna.create_study()
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    lost = _running_trial(study, worker={**this_worker(), "pid": dead.pid}, baseline="ResNet-26")
-    live = _running_trial(study, here=True, worker=this_worker())
+    lost = _running_trial(study, worker={**this_process(), "pid": dead.pid}, baseline="ResNet-26")
+    live = _running_trial(study, here=True, worker=this_process())
     assert fail_lost_trials(study) == [lost.number]
     assert fail_lost_trials(study) == []  # already failed: nothing to do twice
     states = {t.number: t for t in study.get_trials(deepcopy=False)}

@@ -26,17 +26,16 @@ as one of a ``trials`` budget's trials.
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import optuna
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
+from nas.processes import process_alive, this_process
 from nas.search.budget import TrialCost
 from nas.search.storage import storage_of
 from nas.search.storage import trial_id as trial_key
@@ -49,60 +48,11 @@ __all__ = [
     "enqueue_rerun",
     "fail_lost_trials",
     "lost_reason",
-    "this_worker",
-    "worker_alive",
 ]
 
 HEARTBEAT_SECONDS = 30.0
 LOST_AFTER_SECONDS = 120.0
 UNCLAIMED_AFTER_SECONDS = HEARTBEAT_SECONDS  # ask to worker record takes milliseconds; clocks may differ
-
-
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text().strip()
-    except OSError:
-        return ""
-
-
-def _machine() -> str:
-    """This machine's identity for pid checks: host name, boot id and pid namespace (Linux; else the host
-    name alone, which is not trusted for pid checks). Containers on one host share the boot id but not the
-    pid namespace; two boots of one machine differ in boot id."""
-    boot = _read("/proc/sys/kernel/random/boot_id")
-    try:
-        namespace = os.readlink("/proc/self/ns/pid")
-    except OSError:
-        namespace = ""
-    if not boot or not namespace:
-        return ""
-    return f"{socket.gethostname()}/{boot}/{namespace}"
-
-
-def _process_start(pid: int) -> str:
-    """The start time of ``pid`` in clock ticks since boot (Linux ``/proc``), '' if unknown or gone."""
-    stat = _read(f"/proc/{pid}/stat")
-    if not stat:
-        return ""
-    return stat.rsplit(")", 1)[-1].split()[19]  # field 22; the command name may hold spaces and ')'
-
-
-def this_worker() -> dict[str, Any]:
-    pid = os.getpid()
-    return {"host": socket.gethostname(), "machine": _machine(), "pid": pid, "started": _process_start(pid)}
-
-
-def worker_alive(worker: dict[str, Any]) -> bool | None:
-    """Whether the process ``worker`` names still runs: True / False on this machine, None elsewhere (or
-    where it cannot be told)."""
-    machine = worker.get("machine")
-    if not machine or machine != _machine():
-        return None
-    pid = int(worker.get("pid", -1))
-    started = _process_start(pid)
-    if not started:
-        return False  # no such process
-    return started == worker.get("started")  # a pid reused by a younger process is not our worker
 
 
 _RUNNING_HERE: set[int] = set()  # storage ids of the trials this process is running now
@@ -125,7 +75,7 @@ def lost_reason(
     worker = trial.user_attrs.get("worker") or {}
     host = worker.get("host", "an unknown host")
     if worker:
-        alive = worker_alive(worker)
+        alive = process_alive(worker)
         if alive and worker.get("pid") == os.getpid() and trial_key(trial) not in _RUNNING_HERE:
             # this very process, which runs no such trial now: an earlier search in it (the Python API)
             # ended without telling this trial's outcome
@@ -211,7 +161,7 @@ class Heartbeat:
     def __enter__(self) -> Heartbeat:
         _RUNNING_HERE.add(trial_key(self.trial))
         # its first heartbeat is the trial's start, ``since``
-        self.trial.set_user_attr("worker", {**this_worker(), "since": time.time()})
+        self.trial.set_user_attr("worker", {**this_process(), "since": time.time()})
         self._thread.start()
         return self
 
