@@ -728,25 +728,26 @@ class Study:
         return sorted(indexed, key=lambda pair: (pair[0] % self.shards - self.shard) % self.shards)
 
     def estimate(self, part: Part, net: Arch) -> float | None:
-        """The wall seconds a training ``part`` should take on ``net``, or None where nothing cached says:
-        ``net``'s cached seconds under the proxy variant with the most trained images that has them, times
-        the median ratio of ``part``'s seconds to that variant's over the study's networks that have both
-        (so the study's own device, threads and load, not a guess)."""
+        """The wall seconds a training ``part`` should take on ``net``, or None where nothing cached says: for
+        each proxy variant, ``net``'s cached seconds under it times the median ratio of ``part``'s seconds to
+        the variant's over the study's networks that have both (the study's own device, threads and load, not
+        a guess); the median of those estimates, since one variant's run may have met a paused or starved
+        process (a ``sasa`` reference's ranged 13-139 min by one variant, 31-76 by the median)."""
         if part.trained_images is None or part.kind == "oneshot":
             return None
-        bases = sorted(
-            (p for p in self.parts if p.kind == "proxy" and p is not part), key=lambda p: -p.trained_images
-        )
-        for basis in bases:
+        estimates = []
+        for basis in self.parts:
             own = self.cache.get(basis.kind, basis.settings, net.key)
+            if basis.kind != "proxy" or basis is part or not (own and own.get("seconds")):
+                continue
             ratios = [
                 mine["seconds"] / theirs["seconds"]
                 for mine, theirs in zip(self.cached(part), self.cached(basis), strict=True)
                 if mine and theirs and mine.get("seconds") and theirs.get("seconds")
             ]
-            if own and own.get("seconds") and ratios:
-                return own["seconds"] * statistics.median(ratios)
-        return None
+            if ratios:
+                estimates.append(own["seconds"] * statistics.median(ratios))
+        return statistics.median(estimates) if estimates else None
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per architecture with every cached result (a part not computed yet is absent)."""

@@ -261,31 +261,37 @@ def test_shards_share_a_study_and_together_compute_it_once(eq, fake, tmp_path, c
 def test_stop_after_starts_no_training_its_estimate_says_ends_past_it(
     eq, fake, tmp_path, capsys, monkeypatch
 ):
-    """The estimate: the network's cached seconds under the longest proxy variant times the study's median
-    ratio of the part's seconds to that variant's. A training that would end past --stop-after is left for
-    a later run, and a shorter one after it still runs."""
-    argv = lambda n, *extra: [*_args(tmp_path), "--n", str(n), "--variants", "cpu", *extra]  # noqa: E731
+    """The estimate: per proxy variant, the network's cached seconds under it times the study's median ratio
+    of the part's seconds to that variant's; the median of those. A training that would end past
+    --stop-after is left for a later run, and a shorter one after it still runs."""
+    variants = ["--variants", "cpu", "lr3e-3", "n1500"]
+    argv = lambda n, *extra: [*_args(tmp_path), "--n", str(n), *variants, *extra]  # noqa: E731
     study = eq.Study("coatnet", 1, eq.parse_args(argv(4)))
     nets = [study.base.apply(arch).key for _, arch in study.archs]
     train = eq.train_part
 
     def timed(arch, profile, data, seed, config, device, checkpoint, stop):
         result = train(arch, profile, data, seed, config, device, checkpoint, stop)
-        proxy = 100.0 if profile.apply(arch).key == nets[2] else 10.0
-        return {**result, "seconds": 300.0 if "reference" in profile.name else proxy}
+        net = profile.apply(arch).key
+        if "reference" in profile.name:
+            return {**result, "seconds": 300.0}  # 30x the proxies
+        # one run that met a paused process, under the variant with the most images (cpu)
+        paused = net == nets[3] and profile.train_samples != 1500 and config.lr != 3e-3
+        return {**result, "seconds": 1000.0 if paused else 100.0 if net == nets[2] else 10.0}
 
     monkeypatch.setattr(eq, "train_part", timed)
-    assert eq.main(argv(2)) == 0  # references 30x their proxies' seconds
+    assert eq.main(argv(2)) == 0
     fake.clear()
     capsys.readouterr()
     assert eq.main(argv(4, "--stop-after", "20")) == 0
     out = capsys.readouterr().out
     assert f"reference {nets[2]}: left for a later run (about 50 min, past --stop-after)" in out
-    assert fake[-1] == ("cpu-reference/lr0.001", nets[3])  # about 5 min: it fits
+    assert fake[-1] == ("cpu-reference/lr0.001", nets[3])  # about 5 min (500 by its paused variant): it fits
     assert [net for name, net in fake if "reference" in name] == [nets[3]]
     study.cache.reload()
     reference = next(p for p in study.parts if p.kind == "reference")
     assert study.estimate(reference, study.base.apply(study.archs[2][1])) == pytest.approx(3000.0)
+    assert study.estimate(next(p for p in study.parts if p.kind == "zero_cost"), nets[2]) is None
     fake.clear()
     assert eq.main(argv(4, "--stop-after", "60")) == 0
     assert fake == [("cpu-reference/lr0.001", nets[2])]
