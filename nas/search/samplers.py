@@ -18,6 +18,7 @@ only for the same reason.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import warnings
 from collections.abc import Container
@@ -72,9 +73,11 @@ def _promoted(trial: FrozenTrial) -> bool:
 
 
 class _RungZeroStudy:
-    """The study as a sampler reads it, its promotions left out. Optuna's samplers read a study's trials
-    through ``Study._get_trials`` (private; there is no public way to hand a sampler another history), so
-    this is the one place that overrides it; every other attribute is the study's own."""
+    """The study as a sampler reads it, its promotions shown as failed trials, which every sampler skips.
+    They stay in their places: Optuna's genetic samplers (5.1 on) index the list by trial number. Optuna's
+    samplers read a study's trials through ``Study._get_trials`` (private; there is no public way to hand a
+    sampler another history), so this is the one place that overrides it; every other attribute is the
+    study's own."""
 
     def __init__(self, study: Study) -> None:
         self._study = study
@@ -85,8 +88,11 @@ class _RungZeroStudy:
     def _get_trials(
         self, deepcopy: bool = True, states: Container[TrialState] | None = None, use_cache: bool = False
     ) -> list[FrozenTrial]:
-        trials = self._study._get_trials(deepcopy=deepcopy, states=states, use_cache=use_cache)
-        return [t for t in trials if not _promoted(t)]
+        trials = [
+            _as_failed(t) if _promoted(t) else t
+            for t in self._study._get_trials(deepcopy=deepcopy, use_cache=use_cache)
+        ]
+        return trials if states is None else [t for t in trials if t.state in states]
 
     def get_trials(
         self, deepcopy: bool = True, states: Container[TrialState] | None = None
@@ -96,6 +102,14 @@ class _RungZeroStudy:
     @property
     def trials(self) -> list[FrozenTrial]:
         return self.get_trials()
+
+
+def _as_failed(trial: FrozenTrial) -> FrozenTrial:
+    """A copy of ``trial`` in state FAIL, without values (the study's own trial is left as it is)."""
+    shown = copy.copy(trial)
+    shown.state = TrialState.FAIL
+    shown.values = None
+    return shown
 
 
 class _RungZeroSampler(BaseSampler):
