@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from nas import processes
+from nas.processes import process_alive
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -218,17 +218,17 @@ def test_shards_share_a_study_and_together_compute_it_once(eq, fake, tmp_path, c
     n = ["--n", "5", "--variants", "cpu"]
     nets = lambda calls: [net for _, net in calls]  # noqa: E731
     # a claim held by a live process (another shard) keeps every other process off that result
-    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    code = (
+        "import json, time; from nas.processes import this_process; "
+        "print(json.dumps(this_process()), flush=True); time.sleep(60)"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         study = eq.Study("coatnet", 1, eq.parse_args([*_args(tmp_path, "--shard", "1/2"), *n]))
         held = study.base.apply(study.archs[1][1]).key  # shard 1's first
         part = next(p for p in study.parts if p.kind == "reference")
-        record = {
-            **processes.this_process(),
-            "pid": holder.pid,
-            "started": processes._process_start(holder.pid),
-        }
-        assert processes.process_alive(record) is True
+        record = json.loads(holder.stdout.readline())
+        assert record["pid"] == holder.pid and process_alive(record) is True
         study.claims.path.parent.mkdir(parents=True)
         study.claims.path.write_text(
             json.dumps({f"reference/{eq.settings_id(part.settings)}/{held}": record})
@@ -242,6 +242,7 @@ def test_shards_share_a_study_and_together_compute_it_once(eq, fake, tmp_path, c
     finally:
         holder.kill()
         holder.wait()
+        holder.stdout.close()
     # its holder gone, the claim is void: shard 1 computes that reference, and nothing else is left
     fake.clear()
     assert eq.main([*_args(tmp_path, "--shard", "1/2"), *n]) == 0
@@ -291,7 +292,8 @@ def test_stop_after_starts_no_training_its_estimate_says_ends_past_it(
     study.cache.reload()
     reference = next(p for p in study.parts if p.kind == "reference")
     assert study.estimate(reference, study.base.apply(study.archs[2][1])) == pytest.approx(3000.0)
-    assert study.estimate(next(p for p in study.parts if p.kind == "zero_cost"), nets[2]) is None
+    zero_cost = next(p for p in study.parts if p.kind == "zero_cost")
+    assert study.estimate(zero_cost, study.base.apply(study.archs[2][1])) is None
     fake.clear()
     assert eq.main(argv(4, "--stop-after", "60")) == 0
     assert fake == [("cpu-reference/lr0.001", nets[2])]
