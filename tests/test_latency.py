@@ -259,7 +259,8 @@ def test_a_corrupt_or_foreign_file_is_refused_in_one_sentence_naming_it(case: st
         _table(tmp_path)
     message = str(err.value)
     assert str(path) in message
-    assert "\n" not in message and len(message) < 300
+    # short beside the path, whose length is the machine's (pytest's numbered temporary folders grow)
+    assert "\n" not in message and len(message.replace(str(path), "<path>")) < 300
     assert err.value.__cause__ is None  # no json traceback chained to it
 
 
