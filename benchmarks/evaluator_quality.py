@@ -65,7 +65,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import fcntl
 import functools
 import hashlib
 import json
@@ -93,7 +92,7 @@ from evaluators.data import DataSplit, load_dataset  # noqa: E402
 from evaluators.proxy import TrainConfig, TrainingDiverged, TrainingStopped, train_proxy  # noqa: E402
 from evaluators.ranking import kendall_tau, kendall_top, precision_at_k, spearman  # noqa: E402
 from nas.arch import Arch  # noqa: E402
-from nas.atomic import locked, replaced  # noqa: E402
+from nas.atomic import locked, merge_json, replaced  # noqa: E402
 from nas.model import build_model, count_params  # noqa: E402
 from nas.processes import process_alive, this_process  # noqa: E402
 from search_spaces import get_space  # noqa: E402
@@ -183,15 +182,14 @@ class Cache:
 
     def put(self, part: str, settings: dict[str, Any], key: str, result: dict[str, Any]) -> None:
         sid = settings_id(settings)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path.with_suffix(".lock"), "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-            self.reload()  # what other shards wrote meanwhile
+
+        def merged() -> dict[str, Any]:
+            self.reload()  # what other shards wrote meanwhile, read under the lock
             self.data["settings"][sid] = {"part": part, **settings}
             self.data["results"][f"{part}/{sid}/{key}"] = result
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True) + "\n")  # -inf: -Infinity
-            os.replace(tmp, self.path)  # atomic: an interrupted write never corrupts the cache
+            return self.data
+
+        merge_json(self.path, merged)  # replaced atomically: an interrupted write never corrupts the cache
 
 
 class Claims:
