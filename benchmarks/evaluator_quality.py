@@ -456,6 +456,7 @@ class OneShot:
         device: torch.device,
     ) -> None:
         self.variant, self.name = variant, oneshot_name(variant)
+        self.space_name, self.cache_dir = space.name, Path(args.cache_dir)
         self.skipped: str | None = None
         self.settings: dict[str, Any] = {}
         self.evaluator: Any = None
@@ -498,13 +499,48 @@ class OneShot:
     def train_info(self, cache: Cache) -> dict[str, Any] | None:
         return cache.get("oneshot-train", self.settings, "supernet")
 
-    def evaluate(self, arch: Arch, cache: Cache) -> dict[str, Any]:
-        """``arch``'s one-shot top-1, training (or resuming) the supernet first if this run has not."""
+    def training_estimate(self, own: Cache) -> float | None:
+        """Wall seconds the supernet still needs before this process can score with it: none once it holds
+        it trained, or where its training is cached and its checkpoint kept (loading is quick); the cached
+        seconds where the checkpoint is gone; else the median over the space's other seeds' studies of what
+        a supernet of the same settings took there (the seed changes which paths train, not how long; a
+        checkpoint part-way counts as nothing done, an upper bound). None where no study says."""
+        if self.evaluator is not None:
+            return 0.0
+        info = self.train_info(own)
+        if info is not None:
+            return 0.0 if (self.run_dir / "supernet.pt").exists() else float(info["train_seconds"])
+
+        def alike(settings: dict[str, Any]) -> dict[str, Any]:
+            return {k: v for k, v in settings.items() if k not in ("seed", "data", "part")}
+
+        seconds = []
+        for path in sorted(self.cache_dir.glob(f"{self.space_name}-s*.json")):
+            if path == own.path:
+                continue
+            other = Cache(path)
+            for key, result in other.data["results"].items():
+                part, sid, _ = key.split("/", 2)
+                if part == "oneshot-train" and alike(other.data["settings"][sid]) == alike(self.settings):
+                    seconds.append(float(result["train_seconds"]))
+        return statistics.median(seconds) if seconds else None
+
+    def evaluate(self, arch: Arch, cache: Cache, stop: Callable[[], bool] = lambda: False) -> dict[str, Any]:
+        """``arch``'s one-shot top-1, training (or resuming) the supernet first if this run has not; that
+        training ends after the first epoch at which ``stop()`` says so (``TrainingStopped``, its checkpoint
+        kept for the next run)."""
         if self.evaluator is None:
-            self.evaluator = self._make()
+            evaluator = self._make()
             print(f"{self.name}: training the supernet (checkpoints in {self.run_dir}) ...", flush=True)
+            epochs = self.config.epochs
+
+            def stop_at(epoch: int, metrics: dict[str, Any]) -> None:
+                if epoch < epochs and stop():
+                    raise TrainingStopped(epoch, epochs, self.run_dir / "supernet.pt")
+
             cpu = time.process_time()
-            info = self.evaluator.train()
+            info = evaluator.train(report=stop_at)
+            self.evaluator = evaluator  # trained: an evaluator stopped part-way is built again next time
             if self.train_info(cache) is None:
                 kept = {k: v for k, v in info.items() if isinstance(v, (int, float, str))}
                 if info["train_seconds_this_call"] == info["train_seconds"] and info["workers"] == 1:
@@ -619,7 +655,9 @@ class Study:
                         oneshot.name,
                         "oneshot",
                         oneshot.settings,
-                        functools.partial(lambda o, arch, net: o.evaluate(arch, self.cache), oneshot),
+                        functools.partial(
+                            lambda o, arch, net: o.evaluate(arch, self.cache, self.past_deadline), oneshot
+                        ),
                         oneshot.trained_images(self.data),
                     )
                 )
@@ -730,8 +768,14 @@ class Study:
         each proxy variant, ``net``'s cached seconds under it times the median ratio of ``part``'s seconds to
         the variant's over the study's networks that have both (the study's own device, threads and load, not
         a guess); the median of those estimates, since one variant's run may have met a paused or starved
-        process (a ``sasa`` reference's ranged 13-139 min by one variant, 31-76 by the median)."""
-        if part.trained_images is None or part.kind == "oneshot":
+        process (a ``sasa`` reference's ranged 13-139 min by one variant, 31-76 by the median). A one-shot
+        score: the supernet's training still to come (:meth:`OneShot.training_estimate`) and the median of
+        the part's cached scores' seconds."""
+        if part.kind == "oneshot":
+            supernet = self.oneshots[part.name].training_estimate(self.cache)
+            scores = [r["seconds"] for r in self.cached(part) if r and r.get("seconds")]
+            return None if supernet is None else supernet + (statistics.median(scores) if scores else 0.0)
+        if part.trained_images is None:
             return None
         estimates = []
         for basis in self.parts:

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -170,7 +171,7 @@ def test_oneshot_variants_share_supernets_and_resume(eq, fake, tmp_path, capsys,
         def __init__(self, space, profile, data, seed, config, run_dir, device):
             self.profile, self.config, self.run_dir = profile, config, run_dir
 
-        def train(self):
+        def train(self, report=None):
             trained.append(self.run_dir.name)
             seconds = 10.0 * self.config.epochs  # all of it in this call, in this process
             return {"train_seconds": seconds, "train_seconds_this_call": seconds, "workers": 1, "epochs": 0}
@@ -298,6 +299,73 @@ def test_stop_after_starts_no_training_its_estimate_says_ends_past_it(
     assert eq.main(argv(4, "--stop-after", "60")) == 0
     assert fake == [("cpu-reference/lr0.001", nets[2])]
     assert "left for" not in capsys.readouterr().out
+
+
+class SupernetStub:
+    """A one-shot evaluator that trains nothing: ``train`` reports each epoch (so a stop can end it) and says
+    it took ``SECONDS``; ``trained`` records each epoch reached, per run folder."""
+
+    SECONDS = 3000.0
+    trained: ClassVar[list[tuple[str, int]]] = []
+
+    def __init__(self, space, profile, data, seed, config, run_dir, device):
+        self.profile, self.config, self.run_dir = profile, config, run_dir
+
+    def train(self, report=None):
+        for epoch in range(1, self.config.epochs + 1):
+            self.trained.append((self.run_dir.name, epoch))
+            if report is not None:
+                report(epoch, {"train_loss": 1.0, "train_seconds": 1.0})
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "supernet.pt").touch()
+        s = self.SECONDS
+        return {"train_seconds": s, "train_seconds_this_call": s, "workers": 1, "epochs": self.config.epochs}
+
+    def evaluate(self, arch):
+        return {"top1": 100 * _quality(self.profile.apply(arch).key), "eval_seconds": 1.0}
+
+
+def test_a_supernet_is_estimated_from_the_other_seeds_and_stops_at_an_epoch(
+    eq, fake, tmp_path, capsys, monkeypatch
+):
+    """--stop-after leaves for a later run a supernet that another seed's study of the space took longer to
+    train than the time left, and trains it when it fits; a supernet training past --stop-after stops at the
+    end of an epoch, and the next run trains (resumes) it before its first score."""
+    SupernetStub.trained = []
+    monkeypatch.setattr(eq, "oneshot_evaluator", SupernetStub)
+    base = [a for a in _args(tmp_path, "--variants", "cpu") if a != "--no-oneshot"]
+    at = base.index("--seed") + 1
+
+    def argv(seed: int, *extra: str) -> list[str]:
+        return [*base[:at], str(seed), *base[at + 1 :], "--oneshot-variants", "default", *extra]
+
+    study = eq.Study("coatnet", 1, eq.parse_args(argv(1)))
+    part = next(p for p in study.parts if p.kind == "oneshot")
+    supernet, epochs = study.oneshots["oneshot"], study.oneshots["oneshot"].config.epochs
+    net = study.base.apply(study.archs[0][1])
+    assert study.estimate(part, net) is None  # no study of the space has trained one
+    assert eq.main(argv(2)) == 0  # seed 2's study: its supernet took 50 minutes
+    assert len(SupernetStub.trained) == epochs and SupernetStub.trained[0][0].startswith("coatnet-s2-")
+    assert study.estimate(part, net) == pytest.approx(3000.0)
+    SupernetStub.trained.clear()
+    capsys.readouterr()
+    assert eq.main(argv(1, "--stop-after", "20")) == 0
+    out = capsys.readouterr().out
+    assert f"[1/3] oneshot {net.key}: left for a later run (about 50 min, past --stop-after)" in out
+    assert not SupernetStub.trained and ("cpu-reference/lr0.001", net.key) in fake  # the rest fitted
+    # past the deadline the supernet's training ends after its first epoch, and nothing is scored with it
+    on_time = eq.Study.past_deadline
+    monkeypatch.setattr(eq.Study, "past_deadline", lambda self: True)
+    assert eq.main(argv(1)) == 0
+    assert f"training stopped after epoch 1 of {epochs}" in capsys.readouterr().out
+    assert len(SupernetStub.trained) == 1 and supernet.train_info(study.cache) is None
+    monkeypatch.setattr(eq.Study, "past_deadline", on_time)
+    SupernetStub.trained.clear()
+    fake.clear()
+    assert eq.main(argv(1)) == 0 and len(SupernetStub.trained) == epochs and not fake  # only the supernet
+    study.cache.reload()
+    assert all(study.cached(part)) and supernet.train_info(study.cache)["train_seconds"] == 3000.0
+    assert eq.Study("coatnet", 1, eq.parse_args(argv(1))).estimate(part, net) < 1  # a score: trained, kept
 
 
 def _put_many(path: str, shard: int) -> None:
