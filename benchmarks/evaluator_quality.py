@@ -10,6 +10,11 @@ what every evaluator here sees) and scores each with:
   space, :data:`REFERENCES`: coatnet 4 x 50000, sasa 11 x all 54000, both at batch 128: about 50x the cpu
   profile's trained images), validated once at the end on the whole 6000-image held-out split. The JSON
   states the multiple;
+- ``reference:repeat`` (``--ref-repeats K``, default none): the first K architectures' references trained
+  again from the study's seed + 1000, same data and schedule. The reference is one training run, so it has
+  noise of its own: the repeats estimate it, and from it the Spearman that a perfect evaluator (one that
+  knew each architecture's expected reference top-1) would reach against this one reference
+  (:func:`reference_noise`), the ceiling the targets are read against;
 - ``proxy``: :func:`evaluators.proxy.train_proxy` under each variant of ``--variants`` (default: the space's
   :data:`VARIANTS`). A variant is named by what it changes in the space's ``cpu`` profile: ``cpu`` is the
   profile as it is, ``e2-n4000-b128-v6000-lr3e-3`` trains 2 epochs (``e``) of 4000 images (``n``) at batch
@@ -111,6 +116,10 @@ DEFAULT_ONESHOT = "default"  # OneShotConfig() as it is: the one-shot evaluator 
 # Profile fields the one-shot evaluator does not read (it trains on OneShotConfig's schedule), left out of
 # its results' cache key so a change of the proxy's schedule does not retrain the supernet.
 ONESHOT_IGNORES = ("name", "description", "epochs", "train_samples", "batch_size")
+# ``--ref-repeats K`` trains the first K architectures' references again from the study's seed plus this (the
+# same data split and schedule; only the initialisation and the batches' order change): the part
+# ``REPEAT``, which measures the reference's own noise (:func:`reference_noise`).
+REPEAT, REPEAT_SEED_OFFSET = "reference:repeat", 1000
 
 # The reference schedule per space, at least 50x the trained images of the space's cpu profile: coatnet's
 # proxy trains 1 x 3968 images (since the first, 2-epoch reference, 25.2x it, ranked that variant best on
@@ -572,6 +581,11 @@ class Part:
     settings: dict[str, Any]
     compute: Callable[[Arch, Arch], dict[str, Any]]
     trained_images: int | None = None
+    first: int | None = None  # computed for the first this many architectures only (None: all)
+
+    def count(self, n: int) -> int:
+        """How many of a study's ``n`` architectures this part computes."""
+        return n if self.first is None else min(self.first, n)
 
     @property
     def keeps_epochs(self) -> bool:
@@ -618,6 +632,7 @@ class Study:
                     f"{self.ref_images} ({space})"
                 )
         self.archs = sample_archs(self.space, self.base, args.n, seed)
+        self.repeats = args.ref_repeats
         variants = args.oneshot_variants or ONESHOT_VARIANTS[space]
         oneshots = [OneShot(args, v, self.space, self.base, self.data, seed, self.device) for v in variants]
         self.oneshots = {o.name: o for o in oneshots}
@@ -664,10 +679,25 @@ class Study:
         for name, (profile, config) in self.variants.items():
             parts.append(self._training_part(f"proxy:{name}", profile, config))
         parts.append(self._training_part("reference", self.reference, self.ref_config))
+        if self.repeats:
+            repeat_seed = self.seed + REPEAT_SEED_OFFSET
+            parts.append(
+                self._training_part(REPEAT, self.reference, self.ref_config, repeat_seed, self.repeats)
+            )
         return parts
 
-    def _training_part(self, name: str, profile: ProxyProfile, config: TrainConfig) -> Part:
-        settings = training_settings(profile, config, self.seed, self.data, self.device)
+    def _training_part(
+        self,
+        name: str,
+        profile: ProxyProfile,
+        config: TrainConfig,
+        seed: int | None = None,
+        first: int | None = None,
+    ) -> Part:
+        """A training part: ``profile`` and ``config`` from ``seed`` (default: the study's), on the study's
+        data split, for the ``first`` architectures (default: all)."""
+        seed = self.seed if seed is None else seed
+        settings = training_settings(profile, config, seed, self.data, self.device)
         return Part(
             name,
             name.split(":")[0],
@@ -676,13 +706,14 @@ class Study:
                 arch,
                 profile,
                 self.data,
-                self.seed,
+                seed,
                 config,
                 self.device,
                 self.checkpoint(settings, net),
                 self.past_deadline,
             ),
             trained_images(profile, self.data),
+            first,
         )
 
     def checkpoint(self, settings: dict[str, Any], net: Arch) -> Path:
@@ -757,8 +788,8 @@ class Study:
         """The (index, architecture) pairs this process computes ``part`` for, in order: under ``--shard I/N``
         those whose index is I modulo N, then the other shards' (a shard that ends its own share early helps
         the others instead of idling; claims keep them apart); the one-shot part (one supernet) on shard 0
-        only."""
-        indexed = [(i, arch) for i, (_, arch) in enumerate(self.archs)]
+        only; a part for the first K architectures (the reference's repeats) for those only."""
+        indexed = [(i, arch) for i, (_, arch) in enumerate(self.archs)][: part.count(len(self.archs))]
         if part.kind == "oneshot":
             return indexed if self.shard == 0 else []
         return sorted(indexed, key=lambda pair: (pair[0] % self.shards - self.shard) % self.shards)
@@ -768,7 +799,8 @@ class Study:
         each proxy variant, ``net``'s cached seconds under it times the median ratio of ``part``'s seconds to
         the variant's over the study's networks that have both (the study's own device, threads and load, not
         a guess); the median of those estimates, since one variant's run may have met a paused or starved
-        process (a ``sasa`` reference's ranged 13-139 min by one variant, 31-76 by the median). A one-shot
+        process (a ``sasa`` reference's ranged 13-139 min by one variant, 31-76 by the median); a reference's
+        repeat also by the reference's own seconds (the ratio 1 until a repeat is measured). A one-shot
         score: the supernet's training still to come (:meth:`OneShot.training_estimate`) and the median of
         the part's cached scores' seconds."""
         if part.kind == "oneshot":
@@ -780,13 +812,15 @@ class Study:
         estimates = []
         for basis in self.parts:
             own = self.cache.get(basis.kind, basis.settings, net.key)
-            if basis.kind != "proxy" or basis is part or not (own and own.get("seconds")):
+            if basis.kind not in ("proxy", "reference") or basis is part or not (own and own.get("seconds")):
                 continue
             ratios = [
                 mine["seconds"] / theirs["seconds"]
                 for mine, theirs in zip(self.cached(part), self.cached(basis), strict=True)
                 if mine and theirs and mine.get("seconds") and theirs.get("seconds")
             ]
+            if not ratios and basis.kind == part.kind == "reference":
+                ratios = [1.0]  # the same schedule from another seed: as long, until measured
             if ratios:
                 estimates.append(own["seconds"] * statistics.median(ratios))
         return statistics.median(estimates) if estimates else None
@@ -818,9 +852,10 @@ class Study:
         ]
         for part in self.parts:
             results = [r for r in self.cached(part) if r is not None]
-            left = len(self.archs) - len(results)
+            total = part.count(len(self.archs))
+            left = total - len(results)
             images = "" if part.trained_images is None else f"{part.trained_images} images"
-            line = f"  {part.name:<20} {images:>14} {len(results):>3}/{len(self.archs)} done"
+            line = f"  {part.name:<20} {images:>14} {len(results):>3}/{total} done"
             if left and results:
                 mean = sum(r["seconds"] for r in results) / len(results)
                 line += f"; {left} left, about {left * mean / 3600:.2f} h at {mean:.0f} s each so far"
@@ -866,7 +901,10 @@ class Study:
         oneshot_info = self.oneshot_infos()
         images = {part.name: part.trained_images for part in self.parts if part.trained_images is not None}
         proxy_images = trained_images(self.base, self.data)  # the cpu profile's: the default variant's
-        missing = {part.name: sum(part.name not in row for row in rows) for part in self.parts}
+        missing = {
+            part.name: sum(part.name not in row for row in rows[: part.count(len(rows))])
+            for part in self.parts
+        }
         settings = {
             "space": self.space.name,
             "n": len(self.archs),
@@ -880,6 +918,7 @@ class Study:
             },
             "default_variant": DEFAULT_VARIANT,
             "reference_profile": dataclasses.asdict(self.reference),
+            "reference_repeats": {"n": self.repeats, "seed": self.seed + REPEAT_SEED_OFFSET},
             "reference_config": dataclasses.asdict(self.ref_config),
             "trained_images": images,
             "reference_to_proxy_compute": self.ref_images / proxy_images,
@@ -910,6 +949,7 @@ class Study:
             "device": self.device.type,
         }
         summary = summarize(rows, self.evaluators(), oneshot_info)
+        summary["reference_noise"] = reference_noise(rows)
         return {
             "partial": any(missing.values()),
             "missing": missing,
@@ -1007,6 +1047,53 @@ def summarize(
         oneshots[DEFAULT_ONESHOT] = "oneshot"
     out["best_oneshot"] = best(out["evaluators"], oneshots, DEFAULT_ONESHOT, "kendall")
     return out
+
+
+def reference_noise(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """How much the reference varies with its training seed, and what that leaves an evaluator: None until
+    an architecture has both its reference and its repeat (:data:`REPEAT`).
+
+    A reference is r = t + e: the architecture's expected top-1 over training seeds, t, and one run's
+    deviation from it, e, independent between runs with variance s^2. Two runs of one architecture differ
+    by e1 - e2, of variance 2 s^2, so s^2 is half the sample variance of the repeats' differences (about
+    their mean: a shift shared by every architecture, as a change of seed can bring, reorders nothing).
+    Over the study's references var(r) = var(t) + s^2, so a perfect evaluator, one that ranks by t itself,
+    correlates with r at sqrt(1 - s^2 / var(r)) (Pearson; ``reliability`` is its square), and for
+    normally distributed values Spearman's rho is (6 / pi) asin(rho_Pearson / 2): ``spearman_ceiling``, what
+    the best possible evaluator is expected to reach against this one reference (a finite sample's figure
+    scatters about it). ``spearman_repeat`` is the two references' own Spearman over the repeated
+    architectures (at least 3)."""
+
+    def top1(row: dict[str, Any], name: str) -> float | None:
+        return row[name]["top1"] if name in row else None
+
+    refs = [v for v in (top1(row, "reference") for row in rows) if v is not None]
+    pairs = [
+        (a, b)
+        for a, b in ((top1(row, "reference"), top1(row, REPEAT)) for row in rows)
+        if a is not None and b is not None
+    ]
+    if not pairs:
+        return None
+    diffs = [a - b for a, b in pairs]
+    noise = statistics.variance(diffs) / 2 if len(diffs) >= 2 else diffs[0] ** 2 / 2
+    spread = statistics.variance(refs) if len(refs) >= 2 else None
+    reliability = None if not spread else min(1.0, max(0.0, 1 - noise / spread))
+    return {
+        "n": len(pairs),
+        "n_references": len(refs),
+        "mean_difference": statistics.fmean(diffs),
+        "mean_abs_difference": statistics.fmean(abs(d) for d in diffs),
+        "run_std": math.sqrt(noise),
+        "reference_std": None if spread is None else math.sqrt(spread),
+        "reliability": reliability,
+        "spearman_ceiling": None
+        if reliability is None
+        else 6 / math.pi * math.asin(math.sqrt(reliability) / 2),
+        "spearman_repeat": spearman([a for a, _ in pairs], [b for _, b in pairs])
+        if len(pairs) >= 3
+        else None,
+    }
 
 
 def best(evaluators: dict[str, Any], variants: dict[str, str], default: str, measure: str) -> dict[str, Any]:
@@ -1137,6 +1224,22 @@ def markdown(result: dict[str, Any]) -> str:
         f"| reference | {st['trained_images']['reference']} | {done} | | | | | "
         f"{_num(summary['reference']['seconds_per_arch'], '.1f')} |"
     )
+    noise = summary.get("reference_noise")
+    if noise is not None:
+        ceiling, repeat = noise["spearman_ceiling"], noise["spearman_repeat"]
+        lines += [
+            "",
+            f"Reference noise: {noise['n']} of the references trained again from seed "
+            f"{st['reference_repeats']['seed']} differ by {noise['mean_abs_difference']:.2f} points of top-1 "
+            f"on average (one run's std {noise['run_std']:.2f}; the {noise['n_references']} references' "
+            f"spread {_num(noise['reference_std'], '.2f')})"
+            + ("" if repeat is None else f"; the two runs' Spearman {repeat:.3f}")
+            + (
+                "."
+                if ceiling is None
+                else f"; a perfect evaluator's expected Spearman against one reference: {ceiling:.2f}."
+            ),
+        ]
     for what, key, measure in (("proxy", "best_proxy", "spearman"), ("one-shot", "best_oneshot", "kendall")):
         top = summary.get(key) or {}
         if top.get("variant") is None:
@@ -1258,6 +1361,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ref.add_argument("--ref-samples", type=int, help="training images per epoch")
     ref.add_argument("--ref-batch", type=int)
     ref.add_argument("--ref-val", type=int, default=None, help="validation images (default: all 6000)")
+    ref.add_argument(
+        "--ref-repeats",
+        type=int,
+        default=0,
+        metavar="K",
+        help="train the first K architectures' references again from another seed (the study's + 1000): "
+        "the reference's own noise, and the Spearman a perfect evaluator could reach against it (default 0)",
+    )
     parser.add_argument(
         "--oneshot-variants",
         nargs="+",
@@ -1266,6 +1377,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.n < 2:
         parser.error("--n: at least 2 architectures are needed to rank")
+    if not 0 <= args.ref_repeats <= args.n:
+        parser.error(f"--ref-repeats: from 0 to --n ({args.n}) architectures, not {args.ref_repeats}")
     try:
         device = torch.device(args.device)
     except RuntimeError:

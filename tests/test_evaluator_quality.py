@@ -368,6 +368,69 @@ def test_a_supernet_is_estimated_from_the_other_seeds_and_stops_at_an_epoch(
     assert eq.Study("coatnet", 1, eq.parse_args(argv(1))).estimate(part, net) < 1  # a score: trained, kept
 
 
+def test_reference_repeats_measure_the_references_noise(eq, fake, tmp_path, capsys, monkeypatch):
+    """--ref-repeats K trains the first K architectures' references again from the study's seed + 1000 (and
+    nothing else again); the noise and the ceiling come from their differences, shown under the table."""
+    seeds: list[tuple[str, int]] = []
+    train = eq.train_part
+
+    def seeded(arch, profile, data, seed, config, device, checkpoint, stop):
+        result = train(arch, profile, data, seed, config, device, checkpoint, stop)
+        net = profile.apply(arch).key
+        seeds.append((net, seed))
+        if "reference" in profile.name and seed != 1:
+            return {**result, "top1": result["top1"] + 1.0 + 0.5 * _quality(net + "again")}
+        return result
+
+    monkeypatch.setattr(eq, "train_part", seeded)
+    argv = [*_args(tmp_path), "--n", "4", "--variants", "cpu", "--ref-repeats", "3"]
+    study = eq.Study("coatnet", 1, eq.parse_args(argv))
+    nets = [study.base.apply(arch).key for _, arch in study.archs]
+    assert eq.main([*argv, "--status"]) == 0
+    assert "reference:repeat" in capsys.readouterr().out and not seeds
+    assert eq.main(argv) == 0
+    assert sorted(net for net, seed in seeds if seed == 1001) == sorted(nets[:3])  # the first 3, once each
+    assert len(seeds) == 4 + 4 + 3  # proxy and reference for all 4, the repeats for 3
+    result = json.loads((tmp_path / "out" / "evaluator_quality-coatnet-s1.json").read_text())
+    assert not result["partial"] and result["missing"]["reference:repeat"] == 0
+    noise = result["summary"]["reference_noise"]
+    rows = result["rows"]
+    diffs = [row["reference"]["top1"] - row["reference:repeat"]["top1"] for row in rows[:3]]
+    mean = sum(diffs) / 3
+    assert noise["n"] == 3 and noise["n_references"] == 4
+    assert noise["run_std"] == pytest.approx((sum((d - mean) ** 2 for d in diffs) / 2 / 2) ** 0.5)
+    assert noise["mean_difference"] == pytest.approx(mean) and "reference:repeat" not in rows[3]
+    assert "Reference noise: 3 of the references trained again from seed 1001" in capsys.readouterr().out
+    assert "reference:repeat" not in result["summary"]["evaluators"]  # not ranked as an evaluator
+    seeds.clear()
+    assert eq.main(argv) == 0 and not seeds  # all cached
+    for bad in ("5", "-1"):
+        with pytest.raises(SystemExit) as exit_:
+            eq.parse_args([*argv[:-1], bad])
+        assert exit_.value.code == 2
+    assert "--ref-repeats: from 0 to --n (4) architectures, not 5" in capsys.readouterr().err
+
+
+def test_reference_noise_ceiling_matches_a_simulated_perfect_evaluator(eq):
+    """The ceiling from the repeats' differences against Spearman's rho of the true qualities with one
+    reference, on simulated studies: normal qualities and run noise, a shift shared by the repeats."""
+    import random
+
+    rng = random.Random(0)
+    for run_std in (0.3, 1.0):
+        truth = [rng.gauss(0, 1) for _ in range(4000)]
+        first = [t + rng.gauss(0, run_std) for t in truth]
+        again = [t + 2.0 + rng.gauss(0, run_std) for t in truth]  # another seed: shifted, as noisy
+        rows = [
+            {"reference": {"top1": a}, "reference:repeat": {"top1": b}}
+            for a, b in zip(first, again, strict=True)
+        ]
+        noise = eq.reference_noise(rows)
+        assert noise["run_std"] == pytest.approx(run_std, rel=0.05)
+        assert noise["spearman_ceiling"] == pytest.approx(eq.spearman(truth, first), abs=0.02)
+    assert eq.reference_noise([{"reference": {"top1": 90.0}}]) is None
+
+
 def _put_many(path: str, shard: int) -> None:
     module = sys.modules.get("evaluator_quality") or _load()
     cache = module.Cache(Path(path))
