@@ -536,6 +536,7 @@ def test_tiny_study_trains_end_to_end(eq, tmp_path):
         "--variants", "n64-b16-v64", "e2-n32-b16-v64",
         "--ref-epochs", "2", "--ref-samples", "320", "--ref-batch", "32", "--ref-val", "128",
         "--out", str(tmp_path), "--cache-dir", str(tmp_path / "cache"),
+        "--supernet-dir", str(tmp_path / "runs"),  # claims and epoch checkpoints: not the repository's runs/
     ]  # fmt: skip
     assert eq.main(argv) == 0
     result = json.loads((tmp_path / "evaluator_quality-coatnet-s1.json").read_text())
