@@ -1237,7 +1237,7 @@ def markdown(result: dict[str, Any]) -> str:
             + (
                 "."
                 if ceiling is None
-                else f"; a perfect evaluator's expected Spearman against one reference: {ceiling:.2f}."
+                else f"; a perfect evaluator's expected Spearman against one reference: {ceiling:.3f}."
             ),
         ]
     for what, key, measure in (("proxy", "best_proxy", "spearman"), ("one-shot", "best_oneshot", "kendall")):
