@@ -82,7 +82,7 @@ from evaluators.proxy import Fidelity, train_proxy  # noqa: E402
 from evaluators.ranking import spearman  # noqa: E402
 from nas.arch import Arch  # noqa: E402
 from nas.atomic import replaced  # noqa: E402
-from nas.search.fidelity import Ladder  # noqa: E402
+from nas.search.fidelity import PROMOTIONS, Ladder  # noqa: E402
 from nas.search.run import run_search  # noqa: E402
 from nas.search.settings import SearchSettings  # noqa: E402
 from results.pareto import hypervolume, pareto_front  # noqa: E402
@@ -109,6 +109,7 @@ def _search(method: str, seed: int, args: argparse.Namespace) -> pd.DataFrame:
         "min_fidelity": args.min_fidelity,
         "rung_schedule": args.rung_schedule,
         "rung_val_images": args.rung_val_images,
+        "promotion": args.promotion,
     }
     single = {"profile": _single_profile(args)}
     settings = SearchSettings(
@@ -352,6 +353,7 @@ def main() -> None:
     parser.add_argument(
         "--rung-val-images", type=int, default=None, help="validation images below the top rung (all)"
     )
+    parser.add_argument("--promotion", choices=PROMOTIONS, default="asha", help="the ladder's promotion rule")
     parser.add_argument(
         "--single", choices=("proxy", "top"), default="proxy", help="single fidelity's training"
     )
@@ -372,8 +374,8 @@ def main() -> None:
     print(
         f"bench_fidelity: {SPACE}, budget {args.budget} per search, seeds {args.seeds}, torch threads "
         f"{args.threads}; ladder eta {args.eta}, {args.rungs} rungs from {args.min_fidelity} images, "
-        f"{args.rung_schedule} schedule, validation on {args.rung_val_images or 'all'} images below the top; "
-        f"single fidelity at the {args.single}",
+        f"{args.rung_schedule} schedule, validation on {args.rung_val_images or 'all'} images below the top, "
+        f"{args.promotion} promotions; single fidelity at the {args.single}",
         flush=True,
     )
 

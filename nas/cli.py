@@ -591,6 +591,13 @@ def search(
         str | None,
         typer.Option(help="N or all: validation images of the rungs below the top. \\[default: 500]"),
     ] = None,
+    promotion: Annotated[
+        str | None,
+        typer.Option(
+            help="asha | quota: promote a rung's top 1/eta as it stands, or at most 1/eta of it in all. "
+            "\\[default: asha]"
+        ),
+    ] = None,
     config: Annotated[
         Path | None, typer.Option(help="YAML/TOML file with the same keys; flags override it.")
     ] = None,
@@ -644,6 +651,7 @@ def search(
             min_fidelity=min_fidelity,
             rung_schedule=rung_schedule,
             rung_val_images=rung_val_images,
+            promotion=promotion,
         )
         try:
             outcome = run_search(settings, console)

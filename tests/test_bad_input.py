@@ -459,6 +459,11 @@ SIZE_CASES = [
         "rung-val-images: must be a whole number or all, got 'most'",
         id="search-rung-val-images-word",
     ),
+    pytest.param(
+        _search_with("--promotion", "halving"),
+        "promotion: unknown 'halving'; allowed: asha, quota",
+        id="search-promotion-unknown",
+    ),
     *number_cases("search", _search_with, "--trial-timeout", bounds.MAX_TRIAL_SECONDS, above=True),
     *number_cases("search", _search_with, "--cpus-per-trial", bounds.MAX_CPUS_PER_TRIAL, above=True),
     *whole_cases("search", _search_with, "--supernet-workers", 1, bounds.MAX_WORKERS),

@@ -75,6 +75,48 @@ def test_the_top_third_qualifies_and_each_trial_is_promoted_once() -> None:
     assert next_promotion(six, ladder, TOP1_MACS) == Promotion(1, 1)
 
 
+def test_a_quota_promotes_no_more_than_n_over_eta_and_a_late_better_trial_waits() -> None:
+    """Results improving one after another (top-1 rising at equal MACs): ASHA promotes each new best as it
+    comes; the quota promotes one in three, each slot to the best trial not yet promoted."""
+    asha, quota = (
+        Ladder(eta=3, rungs=2, min_images=100),
+        Ladder(eta=3, rungs=2, min_images=100, promotion="quota"),
+    )
+    results = _results(0, [(10, 1.0), (20, 1.0), (30, 1.0)])
+    for ladder in (asha, quota):
+        assert next_promotion(results, ladder, TOP1_MACS) == Promotion(2, 1)  # 3 // 3 = 1: the 30
+    results = [*results, RungResult(2, 1, (35, 1.0)), RungResult(3, 0, (40, 1.0))]  # 30 promoted; 40 comes
+    assert next_promotion(results, asha, TOP1_MACS) == Promotion(3, 1)  # 40 is the first third now
+    assert next_promotion(results, quota, TOP1_MACS) is None  # 4 // 3 = 1 slot, taken by the 30
+    results += _results(0, [(5, 1.0), (6, 1.0)], first=4)  # 6 results: a second slot
+    assert next_promotion(results, quota, TOP1_MACS) == Promotion(3, 1)
+    failed = [*results, RungResult(3, 1, None)]  # a failed promotion keeps its slot
+    assert next_promotion(failed, quota, TOP1_MACS) is None
+    with pytest.raises(ValueError, match="promotion: unknown 'halving'; allowed: asha, quota"):
+        Ladder(promotion="halving")
+
+
+@pytest.mark.parametrize("eta", [2, 3])
+def test_under_an_improving_sampler_asha_over_promotes_and_the_quota_does_not(eta: int) -> None:
+    """The module docstring's reason for the quota: when each new architecture tends to place above the
+    earlier ones, ASHA promotes far more than 1 / eta of a rung; the quota exactly n // eta of n."""
+    shares = {}
+    for promotion in ("asha", "quota"):
+        ladder = Ladder(eta=eta, rungs=2, min_images=10, promotion=promotion)
+        rng = random.Random(eta)
+        results: list[RungResult] = []
+        for i in range(150):  # top-1 drifting upwards with noise; MACs random
+            step = next_promotion(results, ladder, TOP1_MACS)
+            lineage, rung = (i, 0) if step is None else (step.lineage, step.rung)
+            results.append(RungResult(lineage, rung, (i / 15 + rng.gauss(0, 3), rng.random())))
+        done = sum(r.rung == 0 for r in results)
+        promoted = sum(r.rung == 1 for r in results)
+        assert promoted <= done // eta if promotion == "quota" else promoted > 1.3 * done / eta
+        assert promoted >= done // eta - 1  # a quota's slot opened by the last result is still due
+        shares[promotion] = promoted / done
+    assert shares["asha"] > shares["quota"]
+
+
 def test_a_failed_promotion_is_not_retried_and_a_failed_trial_never_qualifies() -> None:
     ladder = Ladder(eta=2, rungs=3, min_images=100)
     results = [*_results(0, [(80, 1.0), (70, 2.0)]), RungResult(2, 0, None)]  # trial 2 failed
@@ -179,6 +221,9 @@ def test_the_first_top_rung_result_comes_between_the_soonest_and_the_latest(
     the latest; random results: in between (a trials budget below the soonest leaves the front empty)."""
     ladder = Ladder(eta=eta, rungs=rungs, min_images=10)
     assert ladder.trials_to_top == (soonest, latest)
+    quota = Ladder(eta=eta, rungs=rungs, min_images=10, promotion="quota")
+    assert quota.trials_to_top == (latest, latest)  # each slot waits for eta more results, whatever they are
+    assert _first_top_rung_result(quota, lambda i: (i, 1.0)) == latest
     assert _first_top_rung_result(ladder, lambda i: (i, 1.0)) == soonest
     assert _first_top_rung_result(ladder, lambda i: (-i, 1.0)) == latest
     for seed in range(5):

@@ -60,15 +60,22 @@ def _check_ladder(table: pd.DataFrame) -> pd.DataFrame:
     return done
 
 
-def test_a_laddered_search_promotes_by_the_rule_and_fronts_the_top_rung(tmp_path: Path) -> None:
-    outcome = run_search(_settings(tmp_path, budget="8trials"))  # 8 of 128-512 images reach the top rung
+@pytest.mark.parametrize("promotion", ["asha", "quota"])
+def test_a_laddered_search_promotes_by_the_rule_and_fronts_the_top_rung(
+    tmp_path: Path, promotion: str
+) -> None:
+    # 8 of 128-512 images reach the top rung
+    outcome = run_search(_settings(tmp_path, budget="8trials", promotion=promotion))
     table = outcome.trials
     done = _check_ladder(table)
     assert len(done) == 8 and (done["rung"] == 2).any()
+    if promotion == "quota":  # never more than 1 in eta of a rung
+        per_rung = done["rung"].value_counts()
+        assert per_rung[1] <= per_rung[0] // 2 and per_rung[2] <= per_rung[1] // 2
     # replaying the study in trial order, each promotion is the one the rule chose when it was decided
     # (one worker: decided right before it ran)
     results: list[RungResult] = []
-    ladder = Ladder(eta=2, rungs=3, min_images=128)
+    ladder = Ladder(eta=2, rungs=3, min_images=128, promotion=promotion)
     for _, row in done.iterrows():
         if row["rung"] > 0:
             chosen = next_promotion(results, ladder, ("maximize", "minimize"))
@@ -195,12 +202,15 @@ def test_a_kill_mid_ladder_loses_no_finished_rung(tmp_path: Path) -> None:
         ({"rungs": 1}, "rungs: must be a whole number between 2 and"),
         ({"min_fidelity": 0}, "min-fidelity: must be a whole number between 1 and"),
         ({"rung_schedule": "cyclic"}, "rung-schedule: unknown 'cyclic'; allowed: top, rung"),
+        ({"promotion": "halving"}, "promotion: unknown 'halving'; allowed: asha, quota"),
         ({"rung_val_images": 0}, "rung-val-images: must be a whole number between 1 and"),
         ({"rung_val_images": "most"}, "rung-val-images: must be a whole number or all, got 'most'"),
         ({"rung_val_images": "-5"}, "rung-val-images: must be a whole number or all, got '-5'"),
         # eta 2, 3 rungs: the first top-rung result comes after 6 trials at the soonest, 7 at the latest
         ({"budget": "5trials"}, "after 6 trials at the soonest, 7 if the first results stay the best"),
         ({"budget": "8trials", "eta": 3}, "8 trials end before .*give a budget of at least 13 trials"),
+        # under the quota a promotion waits for eta results at its rung whatever they are: 4 + 2 + 1
+        ({"budget": "6trials", "promotion": "quota"}, "the first gets there after 7 trials; give a budget"),
     ],
 )
 def test_settings_that_cannot_climb_are_refused(tmp_path: Path, changes: dict, message: str) -> None:

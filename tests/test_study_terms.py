@@ -111,6 +111,9 @@ def test_a_ladder_recorded_before_its_schedule_was_a_choice_reads_as_its_default
         ValueError, match="rung val images all; it cannot be resumed with rung val images 500"
     ):
         check_terms("old", recorded, study_terms(SearchSettings(fidelity="ladder", min_fidelity=500)))
+    # it promoted by ASHA's rule: a quota is another search
+    with pytest.raises(ValueError, match="promotion asha; it cannot be resumed with promotion quota"):
+        check_terms("old", recorded, {**terms, "fidelity": {**terms["fidelity"], "promotion": "quota"}})
 
 
 def test_a_ladder_on_the_old_default_rung_zero_resumes_only_on_it() -> None:

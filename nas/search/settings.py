@@ -112,6 +112,7 @@ class SearchSettings:
     rung_schedule: str = "top"  # the ladder's learning rate: one schedule spanning the top, or one per rung
     # validation images of the rungs below the top: a count, or "all" (None) the profile's validation images
     rung_val_images: int | str | None = DEFAULT_RUNG_VAL_IMAGES
+    promotion: str = "asha"  # the ladder's promotions: ASHA's rule, or at most 1 in eta of a rung ("quota")
     evaluator_config: dict[str, Any] = field(default_factory=dict)  # overrides of the evaluator's config
     # the user's architectures evaluated first, by name (a flat architecture dict each); given as files
     # (--enqueue FILE, a path or a list of them), it holds their contents, named by the files
@@ -351,12 +352,16 @@ class SearchSettings:
             )
         budget, (soonest, latest) = Budget.parse(self.budget), ladder.trials_to_top
         if budget.kind == "trials" and budget.amount < soonest:
+            when = (
+                f"after {latest} trials"
+                if soonest == latest
+                else f"after {soonest} trials at the soonest, {latest} if the first results stay the best"
+            )
             raise ValueError(
                 f"budget: {budget.amount:g} trials end before any architecture can reach the top rung of "
                 f"this ladder ({ladder.rungs} rungs, eta {ladder.eta}), whose results alone make the front: "
-                f"the first gets there after {soonest} trials at the soonest, {latest} if the first results "
-                f"stay the best; give a budget of at least {latest} trials, fewer rungs, a smaller eta, or "
-                f"{setting('fidelity', 'single')}"
+                f"the first gets there {when}; give a budget of at least {latest} trials, fewer rungs, a "
+                f"smaller eta, or {setting('fidelity', 'single')}"
             )
 
     # -------------------------------------------------------------------------------------- derived
@@ -366,7 +371,9 @@ class SearchSettings:
         caller resolves ``min_fidelity``'s default, which depends on the data)."""
         from nas.search.fidelity import Ladder
 
-        return Ladder(self.eta, self.rungs, min_images, self.rung_schedule, self.rung_val_images)
+        return Ladder(
+            self.eta, self.rungs, min_images, self.rung_schedule, self.rung_val_images, self.promotion
+        )
 
     @functools.cached_property
     def search_space(self) -> Any:
@@ -509,6 +516,7 @@ _FIELD_TYPES: dict[str, tuple[Any, ...]] = {
     "min_fidelity": (int, _OPTIONAL),
     "rung_schedule": (str,),
     "rung_val_images": (int, str, _OPTIONAL),
+    "promotion": (str,),
     "evaluator_config": (dict,),
     "enqueue": (dict,),
     "narrow": (dict,),

@@ -25,7 +25,8 @@ from nas.search.constraints import Limits
 
 __all__ = ["check_terms", "study_terms"]
 
-_FIDELITY_DEFAULTS = {"rung_schedule": "top", "rung_val_images": None}  # recorded before they were choices
+# the terms of a ladder recorded before they were choices: what such a study climbed by
+_FIDELITY_DEFAULTS = {"rung_schedule": "top", "rung_val_images": None, "promotion": "asha"}
 # ``min_fidelity`` is recorded as given, or as the rule that resolves it (it depends on the data): this one,
 # :func:`~nas.search.fidelity.default_min_images`. A study recorded None before the rule had a name, when rung
 # 0 trained on half the proxy's images (at least one batch): the rule such a study climbs by.
@@ -149,6 +150,7 @@ def _fidelity(settings: Any) -> dict[str, Any]:
         "min_fidelity": _MIN_FIDELITY_RULE if settings.min_fidelity is None else settings.min_fidelity,
         "rung_schedule": settings.rung_schedule,
         "rung_val_images": settings.rung_val_images,
+        "promotion": settings.promotion,
     }
 
 
