@@ -431,6 +431,35 @@ def test_reference_noise_ceiling_matches_a_simulated_perfect_evaluator(eq):
     assert eq.reference_noise([{"reference": {"top1": 90.0}}]) is None
 
 
+def test_by_stem_separates_a_stems_offset_from_the_ranking_within_each_stem(eq):
+    """An evaluator that orders each stem's networks exactly but sets one stem 10 points low ranks them
+    all poorly, and ``by_stem`` shows both: its per-stem means and its within-stem Spearman of 1."""
+    rows = []
+    for i in range(6):
+        for stem, ref in (("attn", 90.0 + 0.3 * i), ("resnet", 90.1 + 0.3 * i)):
+            rows.append(
+                {
+                    "stem": stem,
+                    "reference": {"top1": ref},
+                    "proxy:cpu": {"top1": ref - (10.0 if stem == "attn" else 0.0)},
+                    "zero_cost": {"params": 1.0},
+                }
+            )
+    refs, scores = ([eq.score(r, name) for r in rows] for name in ("reference", "proxy:cpu"))
+    assert eq.spearman(refs, scores) < 0.62  # every resnet network placed above every attn one
+    stems = eq.by_stem(rows, ["proxy:cpu", "params"])
+    assert stems["stems"]["attn"]["n"] == 6
+    assert stems["stems"]["attn"]["reference_mean"] == pytest.approx(90.75)
+    entry = stems["evaluators"]["proxy:cpu"]
+    assert entry["mean"] == pytest.approx({"attn": 80.75, "resnet": 90.85})
+    assert entry["spearman"] == {"attn": pytest.approx(1.0), "resnet": pytest.approx(1.0)}
+    assert entry["within"] == pytest.approx(1.0) and "params" not in stems["evaluators"]
+    table = "\n".join(eq._by_stem_lines(stems))
+    assert "| proxy cpu | 80.75 | 90.85 | 1.000 | 1.000 | 1.000 |" in table
+    # a stem needs 3 references: with one stem left there is nothing to compare
+    assert eq.by_stem([r for r in rows if r["stem"] == "attn" or r["reference"]["top1"] < 90.5], []) is None
+
+
 def _put_many(path: str, shard: int) -> None:
     module = sys.modules.get("evaluator_quality") or _load()
     cache = module.Cache(Path(path))
