@@ -1104,11 +1104,11 @@ def by_stem(rows: list[dict[str, Any]], evaluators: list[str]) -> dict[str, Any]
     least two stems have :data:`STEM_MIN` references done each.
 
     A space's stems set a network's early learning speed more than its final top-1 (in ``sasa`` seed 1 the
-    attention stem's networks trailed the ResNet stem's by 13.9 points of top-1 after the cpu proxy's
-    11,776 images and by 0.1 after the reference's 592,768), so an evaluator can order each stem's networks
-    well and still rank all of them poorly, by setting one stem's block above the other's. Per stem: the
-    networks, the reference's mean and std, and per evaluator its mean score and its Spearman with the
-    reference within the stem; ``within`` pools those Spearmans (weighted by the stem's networks), the
+    attention stem's networks trailed the ResNet stem's by 13.6 points of top-1 on average after the cpu
+    proxy's 11,776 images and by 0.19 after the reference's 592,768), so an evaluator can order each stem's
+    networks well and still rank all of them poorly, by setting one stem's block above the other's. Per
+    stem: the networks, the reference's mean and std, and per evaluator its mean score and its Spearman with
+    the reference within the stem; ``within`` pools those Spearmans (weighted by the stem's networks), the
     ranking an evaluator would reach if the stems' offset were removed."""
     done = [row for row in rows if "reference" in row and row["reference"]["top1"] is not None]
     groups: dict[str, list[dict[str, Any]]] = {}
