@@ -950,9 +950,10 @@ class Study:
             "machine": platform.machine(),
             "device": self.device.type,
         }
-        summary = summarize(rows, self.evaluators(), oneshot_info)
+        evaluators = self.evaluators()
+        summary = summarize(rows, evaluators, oneshot_info)
         summary["reference_noise"] = reference_noise(rows)
-        summary["by_stem"] = by_stem(rows, self.evaluators())
+        summary["by_stem"] = by_stem(rows, evaluators)
         return {
             "partial": any(missing.values()),
             "missing": missing,
@@ -1234,6 +1235,11 @@ _LABELS = {
 }
 
 
+def _label(name: str) -> str:
+    """An evaluator's name as the tables show it."""
+    return _LABELS.get(name, name.replace("proxy:", "proxy ").replace("oneshot:", "one-shot "))
+
+
 def markdown(result: dict[str, Any]) -> str:
     """The README's table of one study (marked partial while results are missing)."""
     st, summary = result["settings"], result["summary"]
@@ -1256,7 +1262,7 @@ def markdown(result: dict[str, Any]) -> str:
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, s in summary["evaluators"].items():
-        label = _LABELS.get(name, name.replace("proxy:", "proxy ").replace("oneshot:", "one-shot "))
+        label = _label(name)
         if name in (f"proxy:{DEFAULT_VARIANT}", "oneshot"):
             label += " (default)"
         if s is None:
@@ -1331,9 +1337,8 @@ def _by_stem_lines(stems: dict[str, Any] | None) -> list[str]:
         + " |"
     )
     for name, entry in stems["evaluators"].items():
-        label = _LABELS.get(name, name.replace("proxy:", "proxy ").replace("oneshot:", "one-shot "))
         lines.append(
-            f"| {label} | "
+            f"| {_label(name)} | "
             + " | ".join(f"{entry['mean'][s]:.2f}" for s in names)
             + " | "
             + " | ".join(_num(entry["spearman"][s], ".3f") for s in names)
