@@ -132,11 +132,12 @@ REFERENCES: dict[str, dict[str, int | None]] = {
 }
 # Proxy variants per space (see parse_variant), each at most a tenth of the reference's images: longer,
 # larger, larger-batch, higher-learning-rate and more-validated versions of the cpu profile's schedule.
+# sasa's e10 (10 x 5888 = 58880 images) is the longest at the tenth-of-the-reference limit (59277).
 # coatnet's n2000, e2-n2000 and lr3e-3-n2000 are the cpu profile's 2000-image schedule before it changed
 # and its e2 and lr3e-3 variants (a result is cached by its schedule, not its name).
 VARIANTS: dict[str, tuple[str, ...]] = {
     "coatnet": ("cpu", "n2000", "e2-n2000", "n5000-b128", "lr3e-3-n2000", "n4000-v6000"),
-    "sasa": ("cpu", "e1", "e4", "n12000", "lr3e-3"),
+    "sasa": ("cpu", "e1", "e4", "n12000", "lr3e-3", "e10"),
 }
 # One-shot variants per space (see parse_oneshot_variant): a longer-trained supernet, three paths per step
 # (``p3``: random, or ``sw``: the sandwich rule's largest, smallest and a random one, at the same compute),
