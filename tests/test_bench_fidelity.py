@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import sys
 from pathlib import Path
@@ -52,3 +53,64 @@ def test_bounds_retime_the_fronts_on_clocks_that_skip_rung_0_or_the_lineages_tha
     assert bounds["seconds_if_top_lineages_only"] == pytest.approx(16.0)
     never = bench._ladder_bounds(table, curve, level=0.7, top=2)
     assert math.isinf(never["seconds_if_rung0_free"]) and math.isinf(never["seconds_if_top_lineages_only"])
+
+
+@pytest.fixture(scope="module")
+def pooling():
+    spec = importlib.util.spec_from_file_location("pool_fidelity", ROOT / "benchmarks/pool_fidelity.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _result(seeds_ratios_hvs, **settings) -> dict:
+    """A bench_fidelity.json document, a pair per (seed, ratio or None for never, ladder HV, single HV)."""
+    base = {"budget": "10min", "eta": 3, "rungs": 3, "min_fidelity": 661, "rung_schedule": "top",
+            "rung_val_images": 500, "single": "proxy", "threads": 2}  # fmt: skip
+    pairs = [
+        {"seed": seed, "ratio_to_single_time": ratio, "ladder_final_hv": ladder, "single_final_hv": single}
+        for seed, ratio, ladder, single in seeds_ratios_hvs
+    ]
+    return {"settings": {**base, **settings}, "pairs": pairs}
+
+
+def test_pooling_counts_a_never_reached_seed_as_slowest_and_each_batch_of_a_seed_apart(pooling) -> None:
+    older = _result([(0, 0.25, 0.6, 0.5), (1, None, 0.55, 0.6)])  # written before --promotion existed
+    newer = _result([(0, 0.2, 0.7, 0.6), (2, 0.6, 0.65, 0.6)], promotion="asha", threads=1)
+    pooled = pooling.pool({"old": older, "new": newer})
+    labelled = [(row["label"], row["seed"]) for row in pooled["rows"]]
+    assert labelled == [("old", 0), ("old", 1), ("new", 0), ("new", 2)]
+    # ratios 0.25, never, 0.2, 0.6: sorted 0.2, 0.25, 0.6, inf, median (0.25 + 0.6) / 2
+    assert pooled["ratio_median"] == pytest.approx(0.425)
+    assert (pooled["meet_target"], pooled["reached"], pooled["seeds"]) == (2, 3, 4)
+    assert pooled["ladder_final_hv_mean"] == pytest.approx(0.625)
+    # ladder HVs 0.6, 0.55, 0.7, 0.65 about their mean 0.625, population std as bench_fidelity.py's
+    assert pooled["ladder_final_hv_std"] == pytest.approx(math.sqrt(2 * (0.025**2 + 0.075**2) / 4))
+    assert pooled["ladder_front_higher"] == 3  # seed 1's ladder front is below single fidelity's
+
+
+def test_pooling_refuses_two_experiments_and_files_that_are_not_results(pooling, tmp_path, capsys) -> None:
+    two = _result([(7, 0.5, 0.7, 0.6)], rungs=2, min_fidelity=1983)
+    three = _result([(0, 0.2, 0.7, 0.6)])
+    with pytest.raises(ValueError, match=r"rungs 3 against 2, min_fidelity 661 against 1983"):
+        pooling.pool({"three": three, "two": two})
+    quota = _result([(7, 0.5, 0.7, 0.6)], promotion="quota")
+    with pytest.raises(ValueError, match="promotion asha against quota"):
+        pooling.pool({"three": three, "quota": quota})
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "bench_fidelity.json").write_text(json.dumps(three))
+    (tmp_path / "b.json").write_text(json.dumps(two))
+    (tmp_path / "c.json").write_text('{"settings": {}, "pairs": [{"seed": 0}]}')
+    assert pooling.main([str(tmp_path / "a"), str(tmp_path / "b.json")]) == 2
+    assert pooling.main([str(tmp_path / "a"), str(tmp_path / "c.json")]) == 2
+    assert pooling.main([str(tmp_path / "a"), str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all(line.startswith("error: ") for line in err)
+    assert pooling.main([str(tmp_path / "a"), "--out", str(tmp_path / "pooled.json")]) == 0
+    assert json.loads((tmp_path / "pooled.json").read_text())["ratio_median"] == pytest.approx(0.2)
+    never = _result([(1, None, 0.55, 0.6)])
+    (tmp_path / "never.json").write_text(json.dumps(never))
+    assert pooling.main([str(tmp_path / "never.json"), "--out", str(tmp_path / "never-pooled.json")]) == 0
+    written = json.loads((tmp_path / "never-pooled.json").read_text())
+    assert written["ratio_median"] is None and written["rows"][0]["ratio"] is None and written["reached"] == 0
