@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from benchmark_scripts import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_fidelity", ROOT / "benchmarks/bench_fidelity.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_fidelity")
 
 
 def _ladder_run() -> pd.DataFrame:
@@ -57,11 +49,7 @@ def test_bounds_retime_the_fronts_on_clocks_that_skip_rung_0_or_the_lineages_tha
 
 @pytest.fixture(scope="module")
 def pooling():
-    spec = importlib.util.spec_from_file_location("pool_fidelity", ROOT / "benchmarks/pool_fidelity.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("pool_fidelity")
 
 
 def _result(seeds_ratios_hvs, **settings) -> dict:

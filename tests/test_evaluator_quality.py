@@ -5,7 +5,6 @@ functions of the network (counting every call) and the data by the synthetic set
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import multiprocessing
 import os
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from benchmark_scripts import load_benchmark
 
 from nas.processes import process_alive
 
@@ -23,13 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _load():
     """benchmarks/evaluator_quality.py as module `evaluator_quality` (spawned writers load it too)."""
-    spec = importlib.util.spec_from_file_location(
-        "evaluator_quality", ROOT / "benchmarks" / "evaluator_quality.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("evaluator_quality")
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from benchmark_scripts import load_benchmark
 
 from evaluators.complexity import _block_cost, clear_count_cache, count
 from evaluators.latency import (
@@ -365,12 +366,7 @@ def test_training_after_a_measurement_in_the_same_process(tmp_path: Path) -> Non
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is present")
 def test_the_latency_benchmark_refuses_a_missing_device_in_one_sentence(capsys) -> None:
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_latency.py"
-    spec = importlib.util.spec_from_file_location("bench_latency", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("bench_latency")
     with pytest.raises(SystemExit) as exit_info:
         bench.parse_args(["--devices", "cpu", "cuda:0"])
     assert exit_info.value.code == 2

@@ -3,29 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from benchmark_scripts import load_benchmark
 
 from search_spaces import get_space
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def svb():
-    spec = importlib.util.spec_from_file_location(
-        "search_vs_baselines", ROOT / "benchmarks/search_vs_baselines.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("search_vs_baselines")
 
 
 def _nas_train_writes(command, top1, train_seconds=1.0, settings=None):
