@@ -62,7 +62,6 @@ import dataclasses
 import json
 import math
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -77,6 +76,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.pool_fidelity import TARGET, pool  # noqa: E402
 from evaluators.data import load_dataset  # noqa: E402
 from evaluators.proxy import Fidelity, train_proxy  # noqa: E402
 from evaluators.ranking import spearman  # noqa: E402
@@ -92,7 +92,6 @@ SPACE = "coatnet"
 DIRECTIONS = ("maximize", "minimize")
 METHODS = ("single", "ladder")
 REFERENCE, IDEAL = (10.0, 11.0), (100.0, 8.0)  # (top-1 %, log10 MACs)
-TARGET, MOONSHOT = 0.5, 1 / 3
 
 
 def _search(method: str, seed: int, args: argparse.Namespace) -> pd.DataFrame:
@@ -427,18 +426,19 @@ def main() -> None:
                 },
             }
         )
-    ratios = [p["ratio_to_single_time"] for p in pairs]
-    finite = [r for r in ratios if math.isfinite(r)]
+    # the figures over this run's seeds, computed as pool_fidelity.py pools several runs' seeds
+    pooled = pool({"this run": {"settings": vars(args), "pairs": pairs}})
     summary = {
-        "single_final_hv_mean": statistics.fmean(by[("single", s)]["final_hv"] for s in args.seeds),
-        "ladder_final_hv_mean": statistics.fmean(by[("ladder", s)]["final_hv"] for s in args.seeds),
-        "single_final_hv_std": statistics.pstdev(by[("single", s)]["final_hv"] for s in args.seeds),
-        "ladder_final_hv_std": statistics.pstdev(by[("ladder", s)]["final_hv"] for s in args.seeds),
-        "ratio_median": statistics.median(ratios) if ratios else math.nan,
-        "ratios": ratios,
-        "reached": f"{len(finite)} of {len(ratios)} seeds",
+        **{
+            f"{method}_final_hv_{figure}": pooled[f"{method}_final_hv_{figure}"]
+            for method in METHODS
+            for figure in ("mean", "std")
+        },
+        "ratio_median": pooled["ratio_median"],
+        "ratios": [p["ratio_to_single_time"] for p in pairs],
+        "reached": f"{pooled['reached']} of {pooled['seeds']} seeds",
         "target": TARGET,
-        "met": bool(ratios) and all(r <= TARGET for r in ratios),
+        "met": pooled["meet_target"] == pooled["seeds"],
         "judge_seconds_this_run": judge.seconds,
     }
     print(f"\n{'seed':>4} {'single HV':>10} {'ladder HV':>10} {'single t':>9} {'ladder t':>9} {'ratio':>6}")

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-TARGET = 0.5  # bench_fidelity.py's: the ladder reaches single fidelity's final front in <= half its time
+TARGET = 0.5  # the ladder reaches single fidelity's final front in <= half its time (bench_fidelity.py too)
 # The settings that make two results one experiment: the ladder, the promotion rule, the budget and what
 # single fidelity trains. (Seeds, threads, pairing and folders may differ.)
 SAME = ("budget", "eta", "rungs", "min_fidelity", "rung_schedule", "rung_val_images", "promotion", "single")
