@@ -226,20 +226,20 @@ class Judge:
         return self.scores[key]
 
 
-def _normalized_hv(points: list[tuple[float, float]]) -> float:
+def normalized_hv(points: list[tuple[float, float]]) -> float:
     logged = [(top1, math.log10(macs)) for top1, macs in points]
     box = (IDEAL[0] - REFERENCE[0]) * (REFERENCE[1] - IDEAL[1])
     return hypervolume(logged, DIRECTIONS, REFERENCE) / box if logged else 0.0
 
 
-def _macs(arch_json: str) -> float:
+def macs_at_224(arch_json: str) -> float:
     from evaluators.complexity import count
 
     return float(count(Arch.from_json(arch_json), img_size=224).macs)
 
 
 def _curve(fronts: list[tuple[float, list[str]]], judge: Judge) -> list[tuple[float, float]]:
-    return [(t, _normalized_hv([(judge.top1(k), _macs(k)) for k in keys])) for t, keys in fronts]
+    return [(t, normalized_hv([(judge.top1(k), macs_at_224(k)) for k in keys])) for t, keys in fronts]
 
 
 def _time_to_reach(curve: list[tuple[float, float]], level: float) -> float:
@@ -300,15 +300,15 @@ def _costs(table: pd.DataFrame, method: str) -> list[dict[str, Any]]:
     ]
 
 
-def _json_safe(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
     """``value`` with every non-finite float as None (a time never reached, a rank agreement over < 3), so the
     file is strict JSON."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
+        return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
+        return [json_safe(v) for v in value]
     return value
 
 
@@ -491,7 +491,7 @@ def main() -> None:
         "summary": summary,
     }
     with replaced(args.out / "bench_fidelity.json") as tmp:
-        tmp.write_text(json.dumps(_json_safe(document), indent=1, default=float, allow_nan=False))
+        tmp.write_text(json.dumps(json_safe(document), indent=1, default=float, allow_nan=False))
     _plot(runs, args.out / "bench_fidelity.png")
     print(f"wrote {args.out / 'bench_fidelity.json'} and bench_fidelity.png")
 
