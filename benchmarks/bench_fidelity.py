@@ -26,7 +26,9 @@ Reported: per method and seed the judged hypervolume over device time and at the
 ladder needs to reach the single-fidelity run's final hypervolume of the same seed, as a fraction of the
 budget and of the time single fidelity itself took to get there (target: the ladder needs <= 1/2 of single
 fidelity's time; moonshot 1/3); the rank agreement between the ladder's rungs (Spearman of top-1 over the
-architectures that completed both), the first suspect when it misses; and per method (per rung of the ladder)
+architectures that completed both, the ones the lower rung promoted: it reads low, and
+``benchmarks/rung_agreement.py`` measures it on architectures the rung did not select), the first suspect
+when it misses; and per method (per rung of the ladder)
 the median device seconds a trial is charged, trains and validates, and its training throughput, the second
 suspect: a short rung pays validation and a slow start as a long one does. Per seed, the ladder's device
 seconds per rung and two bounds on what tuning its rungs could buy (the same fronts on two other clocks:
