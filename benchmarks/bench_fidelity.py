@@ -229,12 +229,15 @@ class Judge:
 
 
 def normalized_hv(points: list[tuple[float, float]]) -> float:
+    """The hypervolume of (top-1 %, MACs) points as this benchmark scores a front: in (top-1, log10 MACs)
+    from ``REFERENCE``, over the box up to ``IDEAL``; 0 for no points."""
     logged = [(top1, math.log10(macs)) for top1, macs in points]
     box = (IDEAL[0] - REFERENCE[0]) * (REFERENCE[1] - IDEAL[1])
     return hypervolume(logged, DIRECTIONS, REFERENCE) / box if logged else 0.0
 
 
 def macs_at_224(arch_json: str) -> float:
+    """An architecture's MACs at 224 px (fvcore's count), the cost axis of every front here."""
     from evaluators.complexity import count
 
     return float(count(Arch.from_json(arch_json), img_size=224).macs)
