@@ -211,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         ladder = Ladder(args.eta, args.rungs, args.min_fidelity, args.rung_schedule, args.rung_val_images)
         drawn = sample_architectures(args.trials, args.sample, args.seed)
+        if len(drawn) < 3:
+            raise ValueError(f"{len(drawn)} architectures drawn from {args.trials}: a rank needs at least 3")
     except (OSError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

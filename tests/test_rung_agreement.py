@@ -62,7 +62,9 @@ def test_the_search_promoted_sample_is_ranked_apart(ra) -> None:
     assert first["n_promoted_in_search"] == 3 and first["spearman_promoted_in_search"] == pytest.approx(-1.0)
 
 
-def test_architectures_are_drawn_from_rung_0_with_whether_the_search_promoted_them(ra, tmp_path) -> None:
+def test_architectures_are_drawn_from_rung_0_with_whether_the_search_promoted_them(
+    ra, tmp_path, capsys
+) -> None:
     table = pd.DataFrame(
         {
             "number": range(5),
@@ -84,6 +86,11 @@ def test_architectures_are_drawn_from_rung_0_with_whether_the_search_promoted_th
     with pytest.raises(ValueError, match="not the trials table of a fidelity-ladder search"):
         ra.sample_architectures(tmp_path / "single.csv", 10, seed=0)
     assert ra.main(["--trials", str(tmp_path / "single.csv"), "--work", str(tmp_path / "w")]) == 2
+    assert (
+        ra.main(["--trials", str(tmp_path / "trials.csv"), "--sample", "2", "--work", str(tmp_path / "w")])
+        == 2
+    )
+    assert "a rank needs at least 3" in capsys.readouterr().err
 
 
 def test_a_spearman_without_enough_points_is_written_as_null(ra) -> None:
