@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import random
 import sys
 import tempfile
@@ -127,6 +128,8 @@ def _interval(x: list[float], y: list[float], rng: random.Random) -> tuple[float
         rho = spearman([x[i] for i in pick], [y[i] for i in pick])
         if rho == rho:  # a resample with a constant side has no rho
             rhos.append(rho)
+    if not rhos:  # every resample had a constant side
+        return math.nan, math.nan
     rhos.sort()
     return rhos[int(0.05 * len(rhos))], rhos[int(0.95 * len(rhos)) - 1]
 

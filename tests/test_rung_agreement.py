@@ -97,3 +97,9 @@ def test_a_spearman_without_enough_points_is_written_as_null(ra) -> None:
     summary = ra.summarize(_rows([50.0 + i for i in range(9)], promoted={0}), LADDER, seed=0)
     assert math.isnan(summary["agreement"][0]["spearman_promoted_in_search"])
     assert ra.json_safe(summary)["agreement"][0]["spearman_promoted_in_search"] is None
+
+
+def test_a_rung_that_tells_nothing_apart_has_no_interval_rather_than_an_error(ra) -> None:
+    rows = _rows([50.0] * 9)
+    first = ra.summarize(rows, LADDER, seed=0)["agreement"][0]
+    assert math.isnan(first["spearman"]) and all(math.isnan(v) for v in first["interval90"])
