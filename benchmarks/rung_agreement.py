@@ -154,10 +154,10 @@ def summarize(rows: list[dict[str, Any]], ladder: Ladder, seed: int) -> dict[str
     """Every figure of the module docstring over ``rows`` (each: top-1 per rung, MACs, promoted_in_search)."""
     rng = random.Random(seed)
     pairs = [(a, b) for a in range(ladder.rungs) for b in range(a + 1, ladder.rungs)]
+    chosen = [r for r in rows if r["promoted_in_search"]]
     agreement = []
     for a, b in pairs:
         x, y = [r["top1"][a] for r in rows], [r["top1"][b] for r in rows]
-        chosen = [r for r in rows if r["promoted_in_search"]]
         agreement.append(
             {
                 "from": a,
