@@ -6,9 +6,9 @@ import math
 
 import pandas as pd
 import pytest
+from benchmark_scripts import load_benchmark
 
 from nas.search.fidelity import Ladder
-from tests.benchmark_scripts import load_benchmark
 
 LADDER = Ladder(eta=3, rungs=3, min_images=661, val_images=500)
 
