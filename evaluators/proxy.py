@@ -16,12 +16,13 @@ Nothing here knows about Optuna or Ray.
 
 A fidelity ladder (:mod:`nas.search.fidelity`) trains in spans: ``train_proxy(..., fidelity=Fidelity(...))``
 trains up to ``fidelity.images`` images in all on a schedule that spans ``fidelity.top_images`` (or, with
-``fidelity.restarts``, restarts at every rung boundary so that each rung ends annealed), continuing
-from the checkpoint of the rung below when it names one, and saves its own checkpoint (weights, optimizer,
-grad scaler, random state, and the position in the data stream: the seeded passes over the profile's
-``train_samples``). A run continued rung by rung is the same training as one run to the top: on the CPU,
-bit for bit. Checkpoints are written and read by :mod:`evaluators.checkpoint`: tensors and plain values, never
-code, and a file that is not such a checkpoint is refused in one sentence.
+``fidelity.restarts``, restarts at every rung boundary so that each rung ends annealed), continuing from the
+checkpoint of the rung below when it names one, and saves its own checkpoint (weights, optimizer, grad scaler,
+random state, and the position in the data stream: the seeded passes over the profile's ``train_samples``)
+when it names where (the top rung does not: nothing continues it). A run continued rung by rung is the same
+training as one run to the top: on the CPU, bit for bit. Checkpoints are written and read by
+:mod:`evaluators.checkpoint`: tensors and plain values, never code, and a file that is not such a checkpoint
+is refused in one sentence.
 
 A single-fidelity run given ``checkpoint=PATH`` saves its state there after every epoch (the same state, plus
 the metrics and the seconds so far) and, when the file exists, continues from it: a long training killed
@@ -133,16 +134,16 @@ def check_split(config: TrainConfig | None, *, profile: ProxyProfile, data: Data
 @dataclass(frozen=True)
 class Fidelity:
     """One span of a laddered training: up to ``images`` images in all (rounded up to whole batches), on a
-    schedule spanning ``top_images``, from the checkpoint ``resume`` (None: from scratch), its own state
-    saved to ``save``. ``restarts`` (images, increasing, below ``top_images``) cut the schedule in pieces:
-    each piece is the whole schedule (warmup in the first piece only, then cosine down to the minimum rate)
-    over its own images, so training stopped at a restart has just finished annealing (warm restarts,
-    SGDR); empty, one schedule spans the top. ``val_images``: validate on the first that many of the
-    profile's validation images (None: all of them)."""
+    schedule spanning ``top_images``, from the checkpoint ``resume`` (None: from scratch), its own state saved
+    to ``save`` (None: not saved, as at the top rung, which nothing continues). ``restarts`` (images,
+    increasing, below ``top_images``) cut the schedule in pieces: each piece is the whole schedule (warmup in
+    the first piece only, then cosine down to the minimum rate) over its own images, so training stopped at a
+    restart has just finished annealing (warm restarts, SGDR); empty, one schedule spans the top.
+    ``val_images``: validate on the first that many of the profile's validation images (None: all of them)."""
 
     images: int
     top_images: int
-    save: Path
+    save: Path | None
     resume: Path | None = None
     restarts: tuple[int, ...] = ()
     val_images: int | None = None
@@ -370,7 +371,7 @@ class _Trainer:
         self, train_batches: Any, val_batches: Iterable[Any], fidelity: Fidelity, batch_size: int, seed: int
     ) -> dict[str, Any]:
         """Train from the checkpoint ``fidelity.resume`` (or from scratch) to ``fidelity.images``, save the
-        state to ``fidelity.save``, validate once."""
+        state to ``fidelity.save`` (if it names one), validate once."""
         per_pass = len(train_batches)
         end = math.ceil(fidelity.images / batch_size)
         # in updates: where each piece of the schedule ends, the last at the top rung
@@ -405,7 +406,8 @@ class _Trainer:
         began = time.perf_counter()
         train_loss, seen = self._train_epoch(stream, math.ceil(end / per_pass), scheduler, start)
         train_seconds = self._elapsed(began)
-        self._save(fidelity.save, end, ends, seed, stream.state)
+        if fidelity.save is not None:
+            self._save(fidelity.save, end, ends, seed, stream.state)
         began = time.perf_counter()
         metrics = self._evaluate(val_batches, math.ceil(end / per_pass))
         eval_seconds = self._elapsed(began)

@@ -60,6 +60,21 @@ def _check_ladder(table: pd.DataFrame) -> pd.DataFrame:
     return done
 
 
+def _check_checkpoints(outcome) -> None:
+    """A lineage keeps the checkpoint of its highest rung, while that is below the top and trained; the top
+    rung saves none, and a promotion deletes the checkpoint it continued."""
+    table = outcome.trials[outcome.trials["state"].isin(["COMPLETE", "FAIL"])].sort_values("rung")
+    last = table.groupby("lineage").tail(1)
+    kept = last[(last["state"] == "COMPLETE") & (last["rung"] < max(IMAGES))]
+    assert len(kept) and len(kept) < len(last)  # some lineages reached the top, others stopped below
+    checkpoints = {
+        p.relative_to(outcome.run_dir / "ladder").as_posix() for p in (outcome.run_dir / "ladder").rglob("*")
+    }
+    assert checkpoints == {f"{int(r.lineage)}/rung{int(r.rung)}.pt" for r in kept.itertuples()} | {
+        str(int(r.lineage)) for r in kept.itertuples()
+    }  # an emptied lineage's folder goes too
+
+
 @pytest.mark.parametrize("promotion", ["asha", "quota"])
 def test_a_laddered_search_promotes_by_the_rule_and_fronts_the_top_rung(
     tmp_path: Path, promotion: str
@@ -87,11 +102,7 @@ def test_a_laddered_search_promotes_by_the_rule_and_fronts_the_top_rung(
     assert len(front) and (front["rung"] == 2).all()
     report = (outcome.run_dir / "report.html").read_text()
     assert "rank agreement between rungs" in report and "completed trials per rung" in report
-    checkpoints = {
-        p.relative_to(outcome.run_dir / "ladder").as_posix()
-        for p in (outcome.run_dir / "ladder").rglob("*.pt")
-    }
-    assert checkpoints == {f"{int(r.lineage)}/rung{int(r.rung)}.pt" for r in done.itertuples()}
+    _check_checkpoints(outcome)
 
 
 def test_the_rung_schedule_reaches_every_rungs_training(tmp_path: Path) -> None:
@@ -101,7 +112,9 @@ def test_the_rung_schedule_reaches_every_rungs_training(tmp_path: Path) -> None:
     done = _check_ladder(outcome.trials)
     assert (done["rung"] == 1).any()
     batch = get_space("coatnet").profile("cpu").batch_size
-    for path in (outcome.run_dir / "ladder").rglob("*.pt"):
+    paths = list((outcome.run_dir / "ladder").rglob("*.pt"))
+    assert paths
+    for path in paths:
         state = torch.load(path, weights_only=True)
         assert state["restart_steps"] == [math.ceil(IMAGES[r] / batch) for r in (0, 1)]
         assert state["total_steps"] == math.ceil(IMAGES[2] / batch)
@@ -116,6 +129,7 @@ def test_two_workers_promote_asynchronously(tmp_path: Path) -> None:
     assert promoted["pid"].nunique() >= 1
     pruned = outcome.trials[outcome.trials["state"] == "PRUNED"]
     assert pruned["fail_reason"].str.contains("duplicate").all()  # a race is pruned unrun, never run twice
+    _check_checkpoints(outcome)
 
 
 @pytest.mark.integration
@@ -136,6 +150,7 @@ def test_ray_climbs_the_same_ladder(tmp_path: Path) -> None:
     assert len(done) == 10 and (done["rung"] > 0).any()
     front = pd.read_csv(outcome.run_dir / "pareto.csv")
     assert (front["rung"] == 2).all()
+    _check_checkpoints(outcome)
     # the top 1/eta of rung 0, as ranked at the end, was promoted (asynchronously, perhaps with others)
     rung0 = [RungResult(int(r.lineage), 0, (r.top1, r.macs)) for r in done[done["rung"] == 0].itertuples()]
     from nas.search.fidelity import rung_order
@@ -237,3 +252,29 @@ def test_a_study_resumes_only_on_its_own_ladder(tmp_path: Path) -> None:
     refused = "rung val images 500; it cannot be resumed with rung val images all"
     with pytest.raises(ValueError, match=refused):
         run_search(_settings(tmp_path, budget="8trials", resume=True, rung_val_images="all"))
+
+
+@pytest.mark.parametrize(
+    ("error", "kept"), [(RuntimeError("diverged"), False), (KeyboardInterrupt(), True), (None, False)]
+)
+def test_a_promotion_spends_the_checkpoint_it_continued_unless_interrupted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: BaseException | None, kept: bool
+) -> None:
+    """Trained or failed, a promotion is never run from that rung again, so the checkpoint below goes; an
+    interrupted one is queued again and continues it then."""
+    from nas.search.trial import TrialRunner, run_trial
+
+    def evaluate(self, arch, report=None, step=None):
+        if error is not None:
+            raise error
+        return {"top1": 0.5, "macs": 1.0e9}
+
+    monkeypatch.setattr(TrialRunner, "evaluate", evaluate)
+    runner = TrialRunner(_settings(tmp_path))
+    below = runner.checkpoint(7, 0)
+    below.parent.mkdir(parents=True)
+    below.write_bytes(b"state")
+    arch = get_space("coatnet").sample_random(0)
+    record = run_trial(runner, lambda: arch, number=9, step=(7, 1))
+    assert (record.reason is None) == (error is None)
+    assert below.exists() == kept and below.parent.exists() == kept  # an emptied lineage folder goes too

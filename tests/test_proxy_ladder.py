@@ -79,6 +79,21 @@ def test_continuing_rung_by_rung_equals_one_run_to_the_top(
         assert _same_tensors(one[key], chained[key]), key
 
 
+def test_a_span_told_to_save_nothing_trains_the_same_and_writes_no_file(
+    fashion: DataSplit, tmp_path: Path
+) -> None:
+    """The top rung of a search's ladder saves no checkpoint (nothing continues it)."""
+    train_proxy(TINY, PROFILE, fashion, seed=0, fidelity=Fidelity(192, 576, tmp_path / "r0.pt"))
+    saved = train_proxy(
+        TINY, PROFILE, fashion, seed=0, fidelity=Fidelity(576, 576, tmp_path / "r1.pt", tmp_path / "r0.pt")
+    )
+    unsaved = train_proxy(
+        TINY, PROFILE, fashion, seed=0, fidelity=Fidelity(576, 576, None, tmp_path / "r0.pt")
+    )
+    assert (unsaved["top1"], unsaved["loss"]) == (saved["top1"], saved["loss"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r0.pt", "r1.pt"]
+
+
 def test_a_lower_rung_is_a_truncated_top_run_not_a_shorter_schedule(
     fashion: DataSplit, tmp_path: Path
 ) -> None:

@@ -18,8 +18,15 @@ cost (they are the study's references), and recorded as infeasible when over a l
 
 Fidelity ladder (:mod:`nas.search.fidelity`): a trial is one rung of one *lineage* (an architecture's
 training across rungs, named by the number of its rung-0 trial). Rung 0 trains from scratch; a promotion
-continues the lineage's checkpoint of the rung below (``<run_dir>/ladder/<lineage>/rung<r>.pt``), so a
-trial's cost is that rung's training only.
+continues the lineage's checkpoint of the rung below (``<run_dir>/ladder/<lineage>/rung<r>.pt``), so a trial's
+cost is that rung's training only. A checkpoint is kept only while a promotion may still continue it: the top
+rung saves none, and a promotion that trained its rung, or failed it other than by an interrupt, deletes the
+one it continued (a lineage is promoted from a rung once, and never after a failure there). So the disk holds
+one checkpoint per lineage that stopped below the top and none per lineage that reached it: over
+bench_fidelity's ten ten-minute cpu-profile ladders, 115-198 files where one per trial made 330-493 (13 MB
+each on average there). A promotion killed after that deletion and before its engine recorded it is re-run,
+fails in one sentence (its checkpoint is gone) and is recorded so; the window is the engine's write of one
+trial.
 
 Repeats: an architecture the study has already evaluated (a COMPLETE trial of the same key, at the same
 rung on a ladder) is not evaluated again. The engine passes ``known``, its look-up of earlier results; a
@@ -35,6 +42,7 @@ a time budget but is no trial of a ``trials`` budget, and the driver queues it a
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
@@ -244,6 +252,14 @@ class TrialRunner:
         """Where ``lineage``'s training state after ``rung`` is kept."""
         return self.settings.run_dir / "ladder" / str(lineage) / f"rung{rung}.pt"
 
+    def release(self, lineage: int, rung: int) -> None:
+        """``lineage`` trained ``rung`` (> 0): the checkpoint it continued will not be continued again, so it
+        is deleted, with the lineage's folder once that holds nothing."""
+        below = self.checkpoint(lineage, rung - 1)
+        below.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # another checkpoint of the lineage is still there
+            below.parent.rmdir()
+
     def data(self):
         if self._data is None:
             from evaluators.data import load_dataset
@@ -341,7 +357,7 @@ class TrialRunner:
             extra["fidelity"] = Fidelity(
                 ladder.images(rung),
                 ladder.images(ladder.top),
-                self.checkpoint(lineage, rung),
+                self.checkpoint(lineage, rung) if rung < ladder.top else None,  # nothing continues the top
                 self.checkpoint(lineage, rung - 1) if rung else None,
                 ladder.restarts,
                 ladder.validation(rung),
@@ -407,6 +423,10 @@ def run_trial(
     if reason is not None:
         release_memory()  # after the except block: the exception no longer holds the trial's frames
     interrupted = reason is not None and reason.startswith("interrupted:")
+    if step is not None and step[1] > 0 and earlier is None and not rejected and not interrupted:
+        runner.release(
+            *step
+        )  # the promotion trained its rung (or failed it for good): the rung below is spent
     rejected = rejected and reason is None
     repeat = earlier is not None and reason is None
     kind = "interrupted " if interrupted else "rejected " if rejected else "repeated " if repeat else ""
