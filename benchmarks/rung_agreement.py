@@ -104,7 +104,7 @@ class RungTrainer:
                     fidelity = Fidelity(
                         ladder.images(rung),
                         ladder.images(ladder.top),
-                        stem.with_suffix(f".r{rung}.pt"),
+                        stem.with_suffix(f".r{rung}.pt") if rung < ladder.top else None,
                         stem.with_suffix(f".r{rung - 1}.pt") if rung else None,
                         ladder.restarts,
                         ladder.validation(rung),
