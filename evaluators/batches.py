@@ -25,7 +25,7 @@ from evaluators.augment import RandAugmentBatch, rand_augment
 from evaluators.data import DataSplit, FileImages, TensorImages, match_channels
 from nas.option_names import setting
 
-__all__ = ["TensorBatches", "loaders"]
+__all__ = ["TensorBatches", "calibration_batches", "loaders"]
 
 
 class TensorBatches:
@@ -173,11 +173,7 @@ def _file_loaders(
     from torchvision.transforms import v2
 
     size = split.img_size
-    tail = [v2.PILToTensor()]
-    if split.in_chans == 1:
-        tail.insert(0, v2.Grayscale(1))
-    tail += [v2.ToDtype(torch.float32, scale=True), v2.Normalize(split.mean, split.std)]
-    fixed = [v2.Resize(size), v2.CenterCrop(size)]
+    tail, fixed = _to_tensor(split), _fixed_size(split)
     # files are read as RGB: RandAugment fills with the mean of each of the three channels
     ra = [rand_augment(randaugment, match_channels(split.mean, 3), size)] if randaugment else []
     train_tf = v2.Compose(
@@ -195,3 +191,44 @@ def _file_loaders(
         ),
         DataLoader(val.with_transform(v2.Compose(fixed + tail)), **common),
     )
+
+
+def _fixed_size(split: DataSplit) -> list[Any]:
+    """The transforms that bring an image file to the split's size without randomness (validation's)."""
+    from torchvision.transforms import v2
+
+    return [v2.Resize(split.img_size), v2.CenterCrop(split.img_size)]
+
+
+def _to_tensor(split: DataSplit) -> list[Any]:
+    """The transforms from a PIL image at size to the normalized float tensor the networks take."""
+    from torchvision.transforms import v2
+
+    tail = [v2.PILToTensor()]
+    if split.in_chans == 1:
+        tail.insert(0, v2.Grayscale(1))
+    return [*tail, v2.ToDtype(torch.float32, scale=True), v2.Normalize(split.mean, split.std)]
+
+
+def calibration_batches(
+    split: DataSplit,
+    batch_size: int,
+    batches: int,
+    *,
+    train_samples: int | None = None,
+    device: torch.device | str | None = None,
+    num_workers: int = 0,
+) -> TensorBatches | DataLoader:
+    """``batches`` batches of training images (the first of the ``train_samples`` a run trains on: the split
+    shuffled them, so a seeded subset), in a fixed order and prepared as validation images are (no
+    augmentation): what recomputes a network's BatchNorm statistics before it is validated. They draw
+    nothing from the training batches' generator, so a run's training is the same with or without them."""
+    held = split.train.head(train_samples)
+    images = held.head(min(batches * batch_size, len(held)))
+    if isinstance(images, TensorImages):
+        return TensorBatches(images, batch_size, mean=split.mean, std=split.std, device=device)
+    from torchvision.transforms import v2
+
+    prepared = images.with_transform(v2.Compose(_fixed_size(split) + _to_tensor(split)))
+    pin = torch.device(device or "cpu").type == "cuda"
+    return DataLoader(prepared, batch_size=batch_size, num_workers=num_workers, pin_memory=pin)

@@ -5,10 +5,10 @@ a bad ``evaluator-config`` before it writes its study and ``nas train`` before i
 negative learning rate, a scheduler timm does not know or an optimizer keyword it refuses passed the config
 and failed every trial of the search, each one charged to the budget.
 
-What is checked: the optimizer's name (timm's registry) and the numbers of the schedule against the bounds
-below; where the config has them, the scheduler's name and the optimizer's extra keywords, each by building
-timm's scheduler or optimizer for one throwaway parameter (timm holds no list of its schedulers, and only
-the optimizer's constructor knows which keywords it takes).
+What is checked: the optimizer's name (timm's registry), the numbers of the schedule and the counts of
+BatchNorm calibration batches against the bounds below; where the config has them, the scheduler's name and
+the optimizer's extra keywords, each by building timm's scheduler or optimizer for one throwaway parameter
+(timm holds no list of its schedulers, and only the optimizer's constructor knows which keywords it takes).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from nas.bounds import MAX_EPOCHS, number, shown
+from nas.bounds import MAX_EPOCHS, number, shown, whole
 
 __all__ = ["MAX_LR", "check_training"]
 
@@ -25,6 +25,7 @@ MAX_LR = 100.0  # the largest published rates are LARS's at batch 32k, about 30
 MAX_WEIGHT_DECAY = 10.0  # AdamW uses 0.05-0.3, Lion 3-10x that
 MAX_MIX_ALPHA = 100.0  # Mixup and CutMix draw from Beta(alpha, alpha): 0.2-1.0 in published recipes
 MAX_GRAD_CLIP = 1e6
+MAX_CALIBRATION_BATCHES = 10_000  # BatchNorm statistics settle within tens of batches
 
 # name: (low, high, whether low itself is refused)
 _BOUNDS: dict[str, tuple[float, float, bool]] = {
@@ -40,6 +41,12 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "mixup": (0.0, MAX_MIX_ALPHA, False),
     "cutmix": (0.0, MAX_MIX_ALPHA, False),
     "mix_switch_prob": (0.0, 1.0, False),
+}
+
+# name: (low, high) of a setting that counts batches
+_WHOLE: dict[str, tuple[int, int]] = {
+    "bn_recalibration": (0, MAX_CALIBRATION_BATCHES),
+    "bn_batches": (0, MAX_CALIBRATION_BATCHES),
 }
 
 
@@ -60,6 +67,9 @@ def check_training(config: Any, label: Callable[[str], str] = str) -> None:
     for name, (low, high, above) in _BOUNDS.items():
         if values.get(name) is not None:
             number(label(name), values[name], low, high, above=above)
+    for name, (low, high) in _WHOLE.items():
+        if name in values:
+            whole(label(name), values[name], low, high)
     if "sched" in values:
         _check_scheduler(label("sched"), values["sched"])
     if values.get("opt_kwargs"):

@@ -50,7 +50,7 @@ from evaluators.data import DataSplit
 from evaluators.data_parallel import Shard
 from evaluators.hyperparams import check_training
 from evaluators.proxy import TrainingDiverged, forked_rng, training_memory_format
-from evaluators.steps import backward, update, validate
+from evaluators.steps import backward, recalibrate_bn, update, validate
 from nas.arch import Arch
 from nas.atomic import Held, sole
 from nas.create import save_model, weights_name
@@ -492,7 +492,7 @@ class OneShotEvaluator:
         batches = _take(self._inputs(train_batches), cfg.bn_batches + cfg.finetune_steps)
         if cfg.finetune_steps:
             self._finetune(model, batches[: cfg.finetune_steps])
-        _recalibrate_bn(model, batches[cfg.finetune_steps :], self._autocast)
+        recalibrate_bn(model, batches[cfg.finetune_steps :], self.device, self._autocast)
         metrics = validate(model, self._inputs(val_batches), self.device, self._autocast)
         metrics["eval_seconds"] = time.perf_counter() - start
         metrics["arch"] = model.arch.key
@@ -524,24 +524,3 @@ def _take(batches: Iterator[Any], n: int) -> list[Any]:
             break
         out.append(batch)
     return out
-
-
-@torch.no_grad()
-def _recalibrate_bn(
-    model: nn.Module, batches: list[tuple[torch.Tensor, torch.Tensor]], autocast: Callable[[], Any]
-) -> None:
-    """Replace every BatchNorm's running statistics by their plain average over ``batches``."""
-    norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
-    if not norms or not batches:
-        return
-    saved = [m.momentum for m in norms]
-    for m in norms:
-        m.reset_running_stats()
-        m.momentum = None  # cumulative moving average: every batch weighs the same
-    model.train()
-    for x, _ in batches:
-        with autocast():
-            model(x)
-    for m, momentum in zip(norms, saved, strict=True):
-        m.momentum = momentum
-    model.eval()

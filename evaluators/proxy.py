@@ -6,7 +6,11 @@ epochs on ``profile.train_samples`` samples of a :class:`~evaluators.data.DataSp
 cosine schedule (linear warmup, stepped per optimizer update). After every epoch it measures top-1 on the
 validation split held out of the training set and calls ``report(epoch, metrics)``: the hook a search driver
 prunes through (an exception raised there propagates and ends the run). A loss that turns NaN or infinite
-raises :class:`TrainingDiverged` at once, so a broken run never reads as a chance-level accuracy.
+raises :class:`TrainingDiverged` at once, so a broken run never reads as a chance-level accuracy. With
+``TrainConfig.bn_recalibration`` batches, each validation first recomputes BatchNorm's statistics over that
+many of the first training images with the trained weights (:func:`~evaluators.steps.recalibrate_bn`): after
+a proxy's few hundred steps the running averages belong to weights long changed, and they put a network whose
+statistics move fast (``sasa``'s attention stem) tens of points below what its weights score.
 
 On CUDA it trains under ``torch.autocast`` (bf16 where supported, else fp16 with a ``GradScaler``); on the
 CPU in fp32. With the same seed, data and thread count a CPU run is bit-for-bit repeatable: the seed fixes the
@@ -48,12 +52,12 @@ from timm.optim import create_optimizer_v2
 from timm.scheduler import create_scheduler_v2
 
 from evaluators.amp import amp_dtype, autocast, grad_scaler
-from evaluators.batches import check_batch, check_profile_holds, loaders
+from evaluators.batches import calibration_batches, check_batch, check_profile_holds, loaders
 from evaluators.checkpoint import load_checkpoint, restoring, save_checkpoint
 from evaluators.complexity import pick_device
 from evaluators.data import DataSplit
 from evaluators.hyperparams import check_training
-from evaluators.steps import backward, update, validate
+from evaluators.steps import backward, recalibrate_bn, update, validate
 from nas.arch import Arch
 from nas.create import save_model, weights_name
 from nas.model import build_model
@@ -119,6 +123,9 @@ class TrainConfig:
     grad_clip: float | None = None
     eval_every: int = 1  # validate (and report) every n epochs and after the last; n > epochs: the last only
     opt_kwargs: dict[str, Any] = field(default_factory=dict)
+    # training batches over which BatchNorm's statistics are recomputed before each validation (0: validate
+    # with the running averages training kept); see evaluators.steps.recalibrate_bn
+    bn_recalibration: int = 0
 
     def __post_init__(self) -> None:
         check_training(self)
@@ -258,7 +265,19 @@ def train_proxy(
         )
         if len(train_batches) == 0:
             raise ValueError(f"{len(data.train)} training samples make no full batch of {profile.batch_size}")
-        trainer = _Trainer(model, proxy, profile.epochs, config, dev, report)
+        calibration = (
+            calibration_batches(
+                data,
+                profile.batch_size,
+                config.bn_recalibration,
+                train_samples=profile.train_samples,
+                device=dev,
+                num_workers=num_workers,
+            )
+            if config.bn_recalibration
+            else None
+        )
+        trainer = _Trainer(model, proxy, profile.epochs, config, dev, report, calibration)
         if fidelity is None:
             saved = (
                 None
@@ -294,9 +313,10 @@ class _Trainer:
         config: TrainConfig,
         device: torch.device,
         report: Report | None,
+        calibration: Iterable[Any] | None = None,
     ) -> None:
         self.model, self.arch, self.epochs, self.config = model, arch, epochs, config
-        self.device, self.report = device, report
+        self.device, self.report, self.calibration = device, report, calibration
         self.optimizer = create_optimizer_v2(
             model, opt=config.opt, lr=config.lr, weight_decay=config.weight_decay, **config.opt_kwargs
         )
@@ -512,6 +532,8 @@ class _Trainer:
         update(self.optimizer, self.scaler, self.config.grad_clip, self.model.parameters)
 
     def _evaluate(self, batches: Iterable[Any], epoch: int) -> dict[str, float]:
+        if self.calibration is not None:
+            recalibrate_bn(self.model, self.calibration, self.device, self._autocast)
         metrics = validate(self.model, batches, self.device, self._autocast)
         if not math.isfinite(metrics["loss"]):  # finite training loss but NaN logits: broken all the same
             raise TrainingDiverged(epoch, 0, metrics["loss"], self.arch.key)

@@ -3,6 +3,11 @@ through the fp16 loss scaler when there is one, the optimizer's update (unscale,
 validation pass. The loops around them differ (a ladder's resumable stream, a supernet's paths, mixup and
 EMA), so each trainer keeps its loop and calls these.
 
+Before validating, a trainer may recompute its BatchNorm statistics with the trained weights
+(:func:`recalibrate_bn`, PreciseBN in Wu & Johnson, "Rethinking 'Batch' in BatchNorm", 2021): the running
+averages training keeps (momentum 0.1) are those of weights that changed since, which is far off after the
+few hundred steps of a proxy or the few of a ladder's first rung.
+
 The order is the one the trainers had, so their results are bit for bit what they were: zero the gradients
 before the backward (a one-shot step accumulates the backward of several paths), unscale before clipping,
 and validate in ``inference_mode`` with the loss summed in float64 over float32 logits.
@@ -10,6 +15,7 @@ and validate in ``inference_mode`` with the loss summed in float64 over float32 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -17,7 +23,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-__all__ = ["backward", "update", "validate"]
+__all__ = ["backward", "recalibrate_bn", "update", "validate"]
 
 
 def backward(loss: torch.Tensor, scaler: torch.amp.GradScaler | None) -> None:
@@ -69,3 +75,37 @@ def validate(
         total += len(y)
     images = max(total, 1)
     return {"top1": 100.0 * correct / images, "loss": loss_sum.item() / images, "val_images": total}
+
+
+@torch.no_grad()  # not inference_mode: the buffers it writes are the ones training goes on with
+def recalibrate_bn(
+    model: nn.Module,
+    batches: Iterable[Any],
+    device: torch.device,
+    precision: Callable[[], Any],
+) -> None:
+    """Replace every BatchNorm's running statistics by their plain average over ``batches`` (moved to
+    ``device``, forward under ``precision``), with ``model``'s weights as they are. Only the BatchNorm layers
+    run in training mode (dropout and drop-path stay off), so this draws no random numbers; the model is
+    left in eval mode. No BatchNorm, or no batch: nothing changes."""
+    norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    if not norms:
+        return
+    batches = iter(batches)
+    first = next(batches, None)
+    if first is None:
+        return
+    momenta = [m.momentum for m in norms]
+    model.eval()
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None  # cumulative moving average: every batch weighs the same
+        m.train()
+    try:
+        for x, _ in itertools.chain([first], batches):
+            with precision():
+                model(x.to(device, non_blocking=True))
+    finally:
+        for m, momentum in zip(norms, momenta, strict=True):
+            m.momentum = momentum
+        model.eval()

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from evaluators import data as data_mod
-from evaluators.batches import TensorBatches, loaders
+from evaluators.batches import TensorBatches, calibration_batches, loaders
 from evaluators.data import SYSTEM_FASHION_MNIST, TensorImages, load_dataset
 
 TRAIN, VAL = 2000, 500
@@ -42,6 +42,22 @@ def test_batches_are_normalized_float(fashion: data_mod.DataSplit) -> None:
     xs = torch.cat([x for x, _ in val])
     assert len(xs) == VAL  # every validation sample, once
     assert abs(xs.mean().item()) < 0.1 and abs(xs.std().item() - 1) < 0.1  # the dataset's mean / std
+
+
+def test_calibration_batches_are_the_first_training_images_unaugmented_in_a_fixed_order(
+    fashion: data_mod.DataSplit,
+) -> None:
+    train, _ = loaders(fashion, 128, seed=0, train_samples=1000, augment=True)
+    first = [x for x, _ in train]
+    calibration = calibration_batches(fashion, 128, 3)
+    xs = [x for x, _ in calibration]
+    assert [len(x) for x in xs] == [128] * 3 and [len(x) for x, _ in calibration] == [128] * 3  # read again
+    plain = TensorBatches(fashion.train.head(384), 128, fashion.mean, fashion.std)
+    assert all(torch.equal(a, b) for a, b in zip(xs, [x for x, _ in plain], strict=True))
+    again, _ = loaders(fashion, 128, seed=0, train_samples=1000, augment=True)
+    assert all(torch.equal(a, b) for a, b in zip(first, [x for x, _ in again], strict=True))
+    # never more than the images a run trains on: 200 of them make one full batch and one of 72
+    assert [len(y) for _, y in calibration_batches(fashion, 128, 8, train_samples=200)] == [128, 72]
 
 
 def test_val_split_disjoint_and_stable(fashion: data_mod.DataSplit) -> None:
@@ -198,6 +214,10 @@ def test_imagefolder_holds_val_out_of_train(tmp_path: Path) -> None:
     x, y = next(iter(train))
     assert x.shape == (4, 3, 16, 16) and x.dtype == torch.float32 and y.max() < 2
     assert sum(len(y) for _, y in val) == 4
+    calibration = list(calibration_batches(split, 3, 2))  # as validation prepares them: no random crop
+    assert [tuple(x.shape) for x, _ in calibration] == [(3, 3, 16, 16), (3, 3, 16, 16)]
+    again = list(calibration_batches(split, 3, 2))
+    assert all(torch.equal(a[0], b[0]) for a, b in zip(calibration, again, strict=True))
 
 
 @pytest.mark.parametrize("workers", [0, 1])

@@ -78,3 +78,18 @@ def test_profile_and_data_must_agree(fashion: DataSplit) -> None:
         train_proxy(TINY, replace(TINY_PROFILE, img_size=64), fashion)
     with pytest.raises(ValueError, match="asked for 5000 training samples; the split holds 2000"):
         train_proxy(TINY, replace(TINY_PROFILE, train_samples=5000), fashion)
+
+
+def test_bn_recalibration_changes_what_is_measured_not_what_is_trained(fashion: DataSplit) -> None:
+    """Recomputing BatchNorm's statistics before each validation (PreciseBN) reads images from its own
+    batches and draws no random numbers: the second epoch trains exactly as without it (drop-path and
+    augmentation draw from the generators), while what each validation measures changes."""
+    profile = replace(TINY_PROFILE, epochs=2)
+    runs = {}
+    for batches in (0, 2):
+        config = TrainConfig(augment=True, drop_path_rate=0.1, bn_recalibration=batches)
+        epochs: list[dict[str, float]] = []
+        train_proxy(TINY, profile, fashion, seed=0, config=config, report=lambda _, m, e=epochs: e.append(m))
+        runs[batches] = epochs
+    assert [m["train_loss"] for m in runs[2]] == [m["train_loss"] for m in runs[0]]
+    assert all(a["loss"] != b["loss"] for a, b in zip(runs[2], runs[0], strict=True))

@@ -43,14 +43,15 @@ def _same_tensors(a, b) -> bool:
 
 
 @pytest.mark.parametrize(
-    ("augment", "restarts"),
-    [(False, ()), (True, ()), (False, RUNGS[:-1])],
-    ids=["plain", "augmented", "restarted-at-every-rung"],
+    ("augment", "restarts", "bn_recalibration"),
+    [(False, (), 0), (True, (), 0), (False, RUNGS[:-1], 0), (True, (), 2)],
+    ids=["plain", "augmented", "restarted-at-every-rung", "bn-recalibrated-at-every-rung"],
 )
 def test_continuing_rung_by_rung_equals_one_run_to_the_top(
-    fashion: DataSplit, tmp_path: Path, augment: bool, restarts: tuple[int, ...]
+    fashion: DataSplit, tmp_path: Path, augment: bool, restarts: tuple[int, ...], bn_recalibration: int
 ) -> None:
-    config = TrainConfig(augment=augment, drop_path_rate=0.1)  # drop-path draws from torch's generator too
+    # drop-path draws from torch's generator too; a rung's validation, recalibrated, comes after its save
+    config = TrainConfig(augment=augment, drop_path_rate=0.1, bn_recalibration=bn_recalibration)
     top = RUNGS[-1]
     direct = train_proxy(
         TINY,

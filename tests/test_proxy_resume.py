@@ -65,6 +65,21 @@ def test_a_killed_run_continues_to_the_uninterrupted_result(
     assert state["epoch"] == 3 and state["so_far"]["images"] == 3 * 256
 
 
+def test_a_killed_run_recalibrating_batchnorm_continues_to_the_uninterrupted_result(
+    fashion: DataSplit, tmp_path: Path
+) -> None:
+    """Recomputing the statistics before each validation draws nothing a continued run would miss: killed in
+    its last epoch, the run continues from the second's checkpoint to the uninterrupted result."""
+    config = replace(CONFIG, bn_recalibration=2)
+    straight = train_proxy(TINY, PROFILE, fashion, seed=3, config=config)
+    checkpoint = tmp_path / "run.pt"
+    with pytest.raises(Killed):
+        train_proxy(TINY, PROFILE, fashion, seed=3, config=config, checkpoint=checkpoint, report=_kill_at(3))
+    out = train_proxy(TINY, PROFILE, fashion, seed=3, config=config, checkpoint=checkpoint)
+    assert out["resumed_epochs"] == 2
+    assert {k: out[k] for k in METRICS} == {k: straight[k] for k in METRICS}
+
+
 def test_a_run_told_to_stop_stops_after_an_epoch_and_continues_to_the_same_result(
     fashion: DataSplit, straight: dict, tmp_path: Path
 ) -> None:

@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from evaluators.steps import backward, update, validate
+from evaluators.steps import backward, recalibrate_bn, update, validate
 
 
 def _linear() -> nn.Linear:
@@ -65,3 +65,38 @@ def test_clipping_needs_the_parameters() -> None:
     model = _linear()
     with pytest.raises(ValueError, match="clipping needs the parameters"):
         update(torch.optim.SGD(model.parameters(), lr=0.1), None, clip=1.0)
+
+
+def _batches(n: int, size: int, seed: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    gen = torch.Generator().manual_seed(seed)
+    labels = torch.zeros(size, dtype=torch.long)
+    return [(torch.randn(size, 6, generator=gen) * 3 + 1, labels) for _ in range(n)]
+
+
+def test_recalibrate_bn_sets_the_plain_average_of_the_batches_statistics_with_dropout_off() -> None:
+    torch.manual_seed(0)
+    dropout, norm = nn.Dropout(0.5), nn.BatchNorm1d(6, momentum=0.3)
+    model = nn.Sequential(dropout, norm, nn.Linear(6, 4))
+    model.train()
+    model(torch.randn(8, 6))  # running statistics of other data, to be replaced
+    batches = _batches(3, 16, seed=2)
+    rng = torch.get_rng_state()
+    recalibrate_bn(model, batches, torch.device("cpu"), contextlib.nullcontext)
+    assert torch.equal(torch.get_rng_state(), rng)  # dropout stayed off: nothing drawn
+    means = torch.stack([x.mean(0) for x, _ in batches])
+    variances = torch.stack([x.var(0, unbiased=True) for x, _ in batches])
+    torch.testing.assert_close(norm.running_mean, means.mean(0))
+    torch.testing.assert_close(norm.running_var, variances.mean(0))
+    assert int(norm.num_batches_tracked) == 3
+    assert norm.momentum == 0.3 and not model.training and not dropout.training
+
+
+def test_recalibrate_bn_without_batchnorm_or_batches_changes_nothing_and_reads_nothing() -> None:
+    model = _linear()
+    batches = iter(_batches(2, 4, seed=0))
+    recalibrate_bn(model, batches, torch.device("cpu"), contextlib.nullcontext)
+    assert len(list(batches)) == 2  # not one batch read for a network with nothing to recalibrate
+    norm = nn.BatchNorm1d(6)
+    norm.running_mean.fill_(5.0)
+    recalibrate_bn(norm, [], torch.device("cpu"), contextlib.nullcontext)
+    assert torch.equal(norm.running_mean, torch.full((6,), 5.0))

@@ -25,7 +25,10 @@ def _settings(runs: Path, **changes) -> SearchSettings:
     ("changes", "message"),
     [
         ({"profile": "gpu"}, "was searched with profile cpu; it cannot be resumed with profile gpu"),
-        ({"evaluator_config": {"lr": 3e-3}}, r"cannot be resumed with evaluator config \{.*'lr': 0.003"),
+        (
+            {"evaluator_config": {"lr": 3e-3}},
+            r"with the proxy evaluator's lr 0.001; it cannot be resumed with lr 0.003 \(give the study's",
+        ),
         (
             {"evaluator": "oneshot"},
             "with evaluator proxy; it cannot be resumed with evaluator oneshot",
@@ -98,6 +101,25 @@ def test_a_study_from_before_the_terms_records_them_at_its_resume(tmp_path: Path
     assert study.user_attrs["profile"] == "gpu" and study.user_attrs["fidelity"] == {"fidelity": "single"}
     with pytest.raises(ValueError, match="with profile gpu; it cannot be resumed with profile cpu"):
         open_study(_settings(tmp_path, resume=True))
+
+
+def test_an_evaluator_config_recorded_before_a_field_existed_reads_as_measured_then() -> None:
+    """A proxy study recorded before ``bn_recalibration`` validated on the running statistics: it resumes
+    where the field is 0 (as then) and is refused, naming the field, where it is not."""
+    terms = study_terms(SearchSettings())
+    recorded = dict(terms)
+    recorded["evaluator_config"] = {
+        k: v for k, v in terms["evaluator_config"].items() if k != "bn_recalibration"
+    }
+    recalibrating = study_terms(SearchSettings(evaluator_config={"bn_recalibration": 8}))
+    as_then = study_terms(SearchSettings(evaluator_config={"bn_recalibration": 0}))
+    check_terms("old", recorded, as_then)
+    with pytest.raises(ValueError) as err:
+        check_terms("old", recorded, recalibrating)
+    assert str(err.value) == (
+        "study 'old' was searched with the proxy evaluator's bn_recalibration 0; it cannot be resumed with "
+        "bn_recalibration 8 (give the study's in evaluator-config to resume it)"
+    )
 
 
 def test_a_ladder_recorded_before_its_schedule_was_a_choice_reads_as_its_defaults() -> None:
