@@ -45,6 +45,10 @@ defaults on 2 CPU cores; runs, judged scores and results are cached under ``--wo
     .venv/bin/python benchmarks/bench_fidelity.py --budget 5min --min-fidelity 661 --rung-schedule rung \
         --single proxy --work runs/bench_fidelity_proxy5   # the same ladder against the 1984-image proxy
 
+``--bn-recalibration N`` gives both searches' proxies ``evaluator-config: {bn_recalibration: N}`` (each
+validation, at every rung, first recomputes BatchNorm's statistics on N training batches); the judge, the
+yardstick of every row, stays as it is.
+
 ``--paired`` runs each seed's two searches at the same time, in two processes of ``--threads // 2`` threads
 each, so that on a machine shared with other jobs both meet the same load (run one after the other, one
 method's search can meet a busier hour than the other's: training throughput varied 674-1462 images/s from
@@ -112,9 +116,11 @@ def _search(method: str, seed: int, args: argparse.Namespace) -> pd.DataFrame:
         "promotion": args.promotion,
     }
     single = {"profile": _single_profile(args)}
+    recalibrated = {"bn_recalibration": args.bn_recalibration} if args.bn_recalibration is not None else {}
     settings = SearchSettings(
         space=SPACE,
         evaluator="proxy",
+        evaluator_config=recalibrated,
         budget=args.budget,
         baselines=False,
         seed=seed,
@@ -359,6 +365,13 @@ def main() -> None:
     parser.add_argument(
         "--single", choices=("proxy", "top"), default="proxy", help="single fidelity's training"
     )
+    parser.add_argument(
+        "--bn-recalibration",
+        type=int,
+        metavar="N",
+        help="both methods' proxies recompute BatchNorm's statistics on N training batches before each "
+        "validation (evaluator-config bn_recalibration; default: the proxy's default); the judge does not",
+    )
     parser.add_argument("--checkpoints", type=int, default=0, help="0: at every trial's end")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
@@ -377,7 +390,8 @@ def main() -> None:
         f"bench_fidelity: {SPACE}, budget {args.budget} per search, seeds {args.seeds}, torch threads "
         f"{args.threads}; ladder eta {args.eta}, {args.rungs} rungs from {args.min_fidelity} images, "
         f"{args.rung_schedule} schedule, validation on {args.rung_val_images or 'all'} images below the top, "
-        f"{args.promotion} promotions; single fidelity at the {args.single}",
+        f"{args.promotion} promotions; single fidelity at the {args.single}"
+        + ("" if args.bn_recalibration is None else f"; BatchNorm recalibrated on {args.bn_recalibration}"),
         flush=True,
     )
 

@@ -131,13 +131,14 @@ REFERENCES: dict[str, dict[str, int | None]] = {
     "sasa": {"epochs": 11, "train_samples": None, "batch_size": 128},
 }
 # Proxy variants per space (see parse_variant), each at most a tenth of the reference's images: longer,
-# larger, larger-batch, higher-learning-rate and more-validated versions of the cpu profile's schedule.
+# larger, larger-batch, higher-learning-rate and more-validated versions of the cpu profile's schedule, and
+# bn8: the same training validated after recomputing BatchNorm's statistics on 8 training batches.
 # sasa's e10 (10 x 5888 = 58880 images) is the longest at the tenth-of-the-reference limit (59277).
 # coatnet's n2000, e2-n2000 and lr3e-3-n2000 are the cpu profile's 2000-image schedule before it changed
 # and its e2 and lr3e-3 variants (a result is cached by its schedule, not its name).
 VARIANTS: dict[str, tuple[str, ...]] = {
-    "coatnet": ("cpu", "n2000", "e2-n2000", "n5000-b128", "lr3e-3-n2000", "n4000-v6000"),
-    "sasa": ("cpu", "e1", "e4", "n12000", "lr3e-3", "e10"),
+    "coatnet": ("cpu", "n2000", "e2-n2000", "n5000-b128", "lr3e-3-n2000", "n4000-v6000", "bn8"),
+    "sasa": ("cpu", "e1", "e4", "n12000", "lr3e-3", "e10", "bn8", "e1-bn8"),
 }
 # One-shot variants per space (see parse_oneshot_variant): a longer-trained supernet, three paths per step
 # (``p3``: random, or ``sw``: the sandwich rule's largest, smallest and a random one, at the same compute),
@@ -152,8 +153,9 @@ ONESHOT_VARIANTS: dict[str, tuple[str, ...]] = {
 # A variant name's letters: the field each changes and its type (bool: a flag, the letters alone).
 _PROXY_FIELDS: dict[str, tuple[str, type]] = {
     "e": ("epochs", int), "n": ("train_samples", int), "b": ("batch_size", int), "v": ("val_samples", int),
-    "lr": ("lr", float),
+    "lr": ("lr", float), "bn": ("bn_recalibration", int),
 }  # fmt: skip
+_CONFIG_FIELDS = ("lr", "bn_recalibration")  # the variant fields of TrainConfig, not of the profile
 _ONESHOT_FIELDS: dict[str, tuple[str, type]] = {
     "e": ("epochs", int), "n": ("train_samples", int), "lr": ("lr", float), "bn": ("bn_batches", int),
     "ft": ("finetune_steps", int), "p": ("random_paths", int), "sw": ("sandwich", bool),
@@ -283,14 +285,15 @@ def parse_fields(name: str, fields: dict[str, tuple[str, type]], what: str, exam
 def parse_variant(name: str, base: ProxyProfile) -> tuple[ProxyProfile, TrainConfig]:
     """The (profile, config) a proxy variant's name describes: ``cpu`` is ``base`` and the default
     config; otherwise ``-``-joined fields ``e<epochs>``, ``n<train images>``, ``b<batch>``, ``v<validation
-    images>``, ``lr<AdamW learning rate>``, each changing that field of ``base`` (or of ``TrainConfig()``)."""
+    images>``, ``lr<AdamW learning rate>``, ``bn<BatchNorm calibration batches before validating>``, each
+    changing that field of ``base`` (or of ``TrainConfig()``)."""
     if name == DEFAULT_VARIANT:
         return base, TrainConfig()
-    changes = parse_fields(name, _PROXY_FIELDS, "proxy variant", "'cpu' or e2-n4000-b128-v6000-lr3e-3")
-    lr = changes.pop("lr", None)
+    changes = parse_fields(name, _PROXY_FIELDS, "proxy variant", "'cpu' or e2-n4000-b128-v6000-lr3e-3-bn8")
+    config = {k: changes.pop(k) for k in _CONFIG_FIELDS if k in changes}
     profile = dataclasses.replace(base, name=f"{base.name}-{name}", **changes)
     profile = dataclasses.replace(profile, description=describe(profile))
-    return profile, TrainConfig() if lr is None else TrainConfig(lr=lr)
+    return profile, TrainConfig(**config)
 
 
 def parse_oneshot_variant(name: str) -> Any:
@@ -426,7 +429,10 @@ def training_settings(
 ) -> dict:
     """What a trained part's result depends on (the profile's name and description do not count)."""
     schedule = {k: v for k, v in dataclasses.asdict(profile).items() if k not in ("name", "description")}
-    out = {"profile": schedule, "config": dataclasses.asdict(config), "seed": seed, "data": data.describe()}
+    settings = dataclasses.asdict(config)
+    if not settings["bn_recalibration"]:  # the results cached before the field was added keep their keys
+        del settings["bn_recalibration"]
+    out = {"profile": schedule, "config": settings, "seed": seed, "data": data.describe()}
     return with_device(out, device)
 
 

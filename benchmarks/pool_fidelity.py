@@ -25,10 +25,14 @@ from pathlib import Path
 from typing import Any
 
 TARGET = 0.5  # the ladder reaches single fidelity's final front in <= half its time (bench_fidelity.py too)
-# The settings that make two results one experiment: the ladder, the promotion rule, the budget and what
-# single fidelity trains. (Seeds, threads, pairing and folders may differ.)
-SAME = ("budget", "eta", "rungs", "min_fidelity", "rung_schedule", "rung_val_images", "promotion", "single")
-DEFAULTS = {"promotion": "asha", "single": "proxy"}  # what results written before the key ran
+# The settings that make two results one experiment: the ladder, the promotion rule, the budget, what
+# single fidelity trains and how the proxies validate. (Seeds, threads, pairing and folders may differ.)
+SAME = (
+    "budget", "eta", "rungs", "min_fidelity", "rung_schedule", "rung_val_images", "promotion", "single",
+    "bn_recalibration",
+)  # fmt: skip
+# what results written before the key ran (bn_recalibration: the proxy's default then, and now)
+DEFAULTS = {"promotion": "asha", "single": "proxy", "bn_recalibration": 0}
 PAIR_KEYS = {"seed", "ratio_to_single_time", "ladder_final_hv", "single_final_hv"}
 
 

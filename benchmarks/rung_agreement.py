@@ -8,7 +8,8 @@ range too narrow to rank in. This tells the two apart: it takes ``--sample`` arc
 ladder search's rung-0 trials (what its sampler proposed: ``--trials``, a study's ``trials.csv``) and trains
 every one through every rung of the ladder, each rung continuing the one below from its checkpoint as a
 promotion does (``train_proxy`` with a ``Fidelity`` per rung, seed 0, the data split of seed 0, the rungs
-below the top validated on the ladder's ``val_images``). Reported:
+below the top validated on the ladder's ``val_images``; with ``--bn-recalibration N`` each validation first
+recomputes BatchNorm's statistics on N training batches, the same training measured otherwise). Reported:
 
 - Spearman of top-1 between every pair of rungs over the whole sample, with a bootstrap 90% interval;
 - the same over the sampled architectures the search itself promoted past rung 0 (its rung-1 trials), which
@@ -48,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_fidelity import DIRECTIONS, SPACE, json_safe, macs_at_224, normalized_hv  # noqa: E402
 from evaluators.data import load_dataset  # noqa: E402
-from evaluators.proxy import Fidelity, train_proxy  # noqa: E402
+from evaluators.proxy import Fidelity, TrainConfig, train_proxy  # noqa: E402
 from evaluators.ranking import spearman  # noqa: E402
 from nas.arch import Arch  # noqa: E402
 from nas.atomic import replaced  # noqa: E402
@@ -80,14 +81,14 @@ class RungTrainer:
     """Trains an architecture through every rung of ``ladder`` (each from the checkpoint below), once; the
     top-1 per rung cached in ``<work>/rungs.json`` keyed by the ladder and the architecture's key."""
 
-    def __init__(self, ladder: Ladder, work: Path) -> None:
-        self.ladder = ladder
-        self.work = work
+    def __init__(self, ladder: Ladder, work: Path, config: TrainConfig | None = None) -> None:
+        self.ladder, self.work, self.config = ladder, work, config or TrainConfig()
         self.path = work / "rungs.json"
         self.cache: dict[str, list[float]] = json.loads(self.path.read_text()) if self.path.exists() else {}
         self.profile = get_space(SPACE).profile("cpu")
         images = [ladder.images(r) for r in range(ladder.rungs)]
-        self.prefix = f"{images} {ladder.schedule} {ladder.val_images}|"
+        recalibrated = f" bn{self.config.bn_recalibration}" if self.config.bn_recalibration else ""
+        self.prefix = f"{images} {ladder.schedule} {ladder.val_images}{recalibrated}|"
         self.data = None
 
     def top1s(self, arch_json: str) -> list[float]:
@@ -109,7 +110,9 @@ class RungTrainer:
                         ladder.restarts,
                         ladder.validation(rung),
                     )
-                    result = train_proxy(arch, self.profile, self.data, seed=0, fidelity=fidelity)
+                    result = train_proxy(
+                        arch, self.profile, self.data, seed=0, config=self.config, fidelity=fidelity
+                    )
                     scores.append(float(result["top1"]))
             self.cache[key] = scores
             with replaced(self.path) as tmp_path:
@@ -207,12 +210,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-fidelity", type=int, default=661)
     parser.add_argument("--rung-schedule", default="top")
     parser.add_argument("--rung-val-images", type=int, default=DEFAULT_RUNG_VAL_IMAGES)
+    parser.add_argument(
+        "--bn-recalibration",
+        type=int,
+        default=0,
+        metavar="N",
+        help="recompute BatchNorm's statistics over N training batches before each rung's validation "
+        "(TrainConfig.bn_recalibration; default 0: the running averages)",
+    )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--work", type=Path, default=ROOT / "runs" / "rung_agreement")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "rung_agreement.json")
     args = parser.parse_args(argv)
     try:
         ladder = Ladder(args.eta, args.rungs, args.min_fidelity, args.rung_schedule, args.rung_val_images)
+        config = TrainConfig(bn_recalibration=args.bn_recalibration)
         drawn = sample_architectures(args.trials, args.sample, args.seed)
         if len(drawn) < 3:
             raise ValueError(f"{len(drawn)} architectures drawn from {args.trials}: a rank needs at least 3")
@@ -224,11 +236,12 @@ def main(argv: list[str] | None = None) -> int:
     images = [ladder.images(r) for r in range(ladder.rungs)]
     print(
         f"rung_agreement: {len(drawn)} rung-0 architectures of {args.trials}, rungs {images} images "
-        f"({args.rung_schedule} schedule, {args.rung_val_images} validation images below the top), "
+        f"({args.rung_schedule} schedule, {args.rung_val_images} validation images below the top, "
+        f"BatchNorm recalibrated on {args.bn_recalibration} batches), "
         f"torch threads {args.threads}",
         flush=True,
     )
-    trainer = RungTrainer(ladder, args.work)
+    trainer = RungTrainer(ladder, args.work, config)
     rows = [
         {
             "arch": Arch.from_json(d["arch_json"]).key,

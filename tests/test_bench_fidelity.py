@@ -86,6 +86,12 @@ def test_pooling_refuses_two_experiments_and_files_that_are_not_results(pooling,
     quota = _result([(7, 0.5, 0.7, 0.6)], promotion="quota")
     with pytest.raises(ValueError, match="promotion asha against quota"):
         pooling.pool({"three": three, "quota": quota})
+    # proxies validated after recomputing BatchNorm's statistics are another experiment; a result written
+    # before --bn-recalibration (or without it) validated on the running averages
+    recalibrated = _result([(5, 0.24, 0.63, 0.53)], bn_recalibration=8)
+    with pytest.raises(ValueError, match="bn_recalibration 0 against 8"):
+        pooling.pool({"three": three, "recalibrated": recalibrated})
+    assert pooling.pool({"three": three, "unset": _result([(1, 0.3, 0.7, 0.6)], bn_recalibration=None)})
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "bench_fidelity.json").write_text(json.dumps(three))
     (tmp_path / "b.json").write_text(json.dumps(two))

@@ -4,16 +4,19 @@ functions of the network (counting every call) and the data by the synthetic set
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import multiprocessing
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
+import torch
 from benchmark_scripts import load_benchmark
 
 from nas.processes import process_alive
@@ -87,9 +90,26 @@ def test_variant_names(eq):
     )
     assert config.lr == 3e-3 and profile.width_mult == base.width_mult
     assert eq.parse_variant("lr0.002-e3", base)[0].epochs == 3
-    for bad in ("fast", "e2-", "e0", "e2-e3", "n40.5", "x2", "lr-1"):
+    profile, config = eq.parse_variant("b64-bn8", base)  # bn is read as its own letters, not b and n
+    assert (profile.batch_size, profile.train_samples, config.bn_recalibration) == (64, base.train_samples, 8)
+    for bad in ("fast", "e2-", "e0", "e2-e3", "n40.5", "x2", "lr-1", "bn0", "bn2.5"):
         with pytest.raises(ValueError, match="proxy variant"):
             eq.parse_variant(bad, base)
+
+
+def test_a_config_field_at_its_value_from_before_it_existed_keeps_the_cached_results_keys(eq):
+    """Results cached before ``bn_recalibration`` was a field were computed without recalibrating: the
+    settings without it (0) are keyed as they were, and recalibrating is keyed apart."""
+    base = eq.get_space("coatnet").profile("cpu")
+    data = types.SimpleNamespace(describe=lambda: {"dataset": "fashion-mnist"})
+    cpu = torch.device("cpu")
+    plain = eq.training_settings(base, eq.TrainConfig(), 1, data, cpu)
+    assert "bn_recalibration" not in plain["config"]
+    fields = {k: v for k, v in dataclasses.asdict(eq.TrainConfig()).items() if k != "bn_recalibration"}
+    before = {"profile": plain["profile"], "config": fields, "seed": 1, "data": {"dataset": "fashion-mnist"}}
+    assert eq.settings_id(plain) == eq.settings_id(before)
+    recalibrated = eq.training_settings(base, eq.TrainConfig(bn_recalibration=8), 1, data, cpu)
+    assert eq.settings_id(recalibrated) != eq.settings_id(plain)
 
 
 def test_study_resumes_from_its_cache(eq, fake, tmp_path, capsys, monkeypatch):

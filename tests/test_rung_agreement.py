@@ -91,6 +91,9 @@ def test_architectures_are_drawn_from_rung_0_with_whether_the_search_promoted_th
         == 2
     )
     assert "a rank needs at least 3" in capsys.readouterr().err
+    trials = str(tmp_path / "trials.csv")
+    assert ra.main(["--trials", trials, "--bn-recalibration", "-1", "--work", str(tmp_path / "w")]) == 2
+    assert "bn_recalibration: must be a whole number between 0 and 10000, got -1" in capsys.readouterr().err
 
 
 def test_a_spearman_without_enough_points_is_written_as_null(ra) -> None:
