@@ -124,6 +124,23 @@ def test_data_dir_comes_first_and_is_unpacked_to_the_cache(
     assert again.source == str(raw) and torch.equal(again.train.images, split.train.images)
 
 
+def test_nas_data_holding_the_gzip_files_names_them_as_the_source_after_unpacking_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$NAS_DATA is both where the files are and where their unpacked copy goes: the second run reads the
+    copy but still names the files it came from (the evaluator-quality cache keys results by it)."""
+    env = tmp_path / "env"
+    env.mkdir()
+    for gz in SYSTEM_FASHION_MNIST.glob("*-ubyte.gz"):
+        shutil.copy(gz, env / gz.name)
+    monkeypatch.setenv("NAS_DATA", str(env))
+    first = load_dataset("fashion-mnist", img_size=28, train_samples=10, val_size=10)
+    assert (env / "FashionMNIST" / "raw" / "train-images-idx3-ubyte").is_file()
+    again = load_dataset("fashion-mnist", img_size=28, train_samples=10, val_size=10)
+    assert first.source == again.source == str(env)
+    assert first.describe() == again.describe() and torch.equal(first.train.images, again.train.images)
+
+
 @pytest.mark.parametrize("damage", ["truncated", "junk"])
 def test_a_damaged_copy_is_one_sentence_naming_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str
