@@ -94,7 +94,13 @@ from evaluators import zero_cost  # noqa: E402
 from evaluators.batches import loaders  # noqa: E402
 from evaluators.checkpoint import load_checkpoint  # noqa: E402
 from evaluators.data import DataSplit, load_dataset  # noqa: E402
-from evaluators.proxy import TrainConfig, TrainingDiverged, TrainingStopped, train_proxy  # noqa: E402
+from evaluators.proxy import (  # noqa: E402
+    ADDED_FIELDS,
+    TrainConfig,
+    TrainingDiverged,
+    TrainingStopped,
+    train_proxy,
+)
 from evaluators.ranking import kendall_tau, kendall_top, precision_at_k, spearman  # noqa: E402
 from nas.arch import Arch  # noqa: E402
 from nas.atomic import locked, merge_json, replaced  # noqa: E402
@@ -430,8 +436,9 @@ def training_settings(
     """What a trained part's result depends on (the profile's name and description do not count)."""
     schedule = {k: v for k, v in dataclasses.asdict(profile).items() if k not in ("name", "description")}
     settings = dataclasses.asdict(config)
-    if not settings["bn_recalibration"]:  # the results cached before the field was added keep their keys
-        del settings["bn_recalibration"]
+    for name, before in ADDED_FIELDS.items():  # results cached before a field was added keep their keys
+        if settings[name] == before:
+            del settings[name]
     out = {"profile": schedule, "config": settings, "seed": seed, "data": data.describe()}
     return with_device(out, device)
 

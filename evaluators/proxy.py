@@ -131,6 +131,12 @@ class TrainConfig:
         check_training(self)
 
 
+# TrainConfig fields added after studies and caches recorded configs without them, each with the value
+# under which such a config was measured: a resumed study (nas.search.terms) and a cached result
+# (benchmarks/evaluator_quality.py) read a missing field so
+ADDED_FIELDS: dict[str, Any] = {"bn_recalibration": 0}
+
+
 def check_split(config: TrainConfig | None, *, profile: ProxyProfile, data: DataSplit, **_: Any) -> None:
     """Refuse in one sentence a split that holds fewer images than every trial would train or validate on
     (each trial would fail, charged to the budget), before a search writes its study."""

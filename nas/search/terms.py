@@ -27,8 +27,6 @@ __all__ = ["check_terms", "study_terms"]
 
 # the terms of a ladder recorded before they were choices: what such a study climbed by
 _FIDELITY_DEFAULTS = {"rung_schedule": "top", "rung_val_images": None, "promotion": "asha"}
-# the evaluator-config fields recorded before they existed, at the value that measures as a study did then
-_CONFIG_BEFORE = {"bn_recalibration": 0}
 # ``min_fidelity`` is recorded as given, or as the rule that resolves it (it depends on the data): this one,
 # :func:`~nas.search.fidelity.default_min_images`. A study recorded None before the rule had a name, when rung
 # 0 trained on half the proxy's images (at least one batch): the rule such a study climbs by.
@@ -68,8 +66,10 @@ def check_terms(study: str, recorded: Mapping[str, Any], terms: Mapping[str, Any
         if name == "fidelity" and was.get("fidelity") == "ladder":
             was = _recorded_ladder(was, now, recorded.get("proxy_profile"))
         configs = name == "evaluator_config" and isinstance(was, Mapping) and isinstance(now, Mapping)
-        if configs:
-            was = {**{k: v for k, v in _CONFIG_BEFORE.items() if k in now}, **was}
+        if configs:  # a field recorded before it existed reads as the value the study was measured with
+            from evaluators.proxy import ADDED_FIELDS
+
+            was = {**{k: v for k, v in ADDED_FIELDS.items() if k in now}, **was}
         if _same(name, was, now):
             continue
         if configs:  # the fields that differ, and how to resume under them
