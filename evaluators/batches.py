@@ -223,8 +223,7 @@ def calibration_batches(
     shuffled them, so a seeded subset), in a fixed order and prepared as validation images are (no
     augmentation): what recomputes a network's BatchNorm statistics before it is validated. They draw
     nothing from the training batches' generator, so a run's training is the same with or without them."""
-    held = split.train.head(train_samples)
-    images = held.head(min(batches * batch_size, len(held)))
+    images = split.train.head(train_samples).head(batches * batch_size)
     if isinstance(images, TensorImages):
         return TensorBatches(images, batch_size, mean=split.mean, std=split.std, device=device)
     from torchvision.transforms import v2
