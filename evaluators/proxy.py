@@ -40,7 +40,7 @@ import contextlib
 import itertools
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -131,10 +131,16 @@ class TrainConfig:
         check_training(self)
 
 
-# TrainConfig fields added after studies and caches recorded configs without them, each with the value
-# under which such a config was measured: a resumed study (nas.search.terms) and a cached result
-# (benchmarks/evaluator_quality.py) read a missing field so
+# TrainConfig fields added after studies, checkpoints and caches recorded configs without them, each with
+# the value under which such a config was measured: a resumed study (nas.search.terms), a resumed training
+# (its epoch checkpoint) and a cached result (benchmarks/evaluator_quality.py) read a missing field so
 ADDED_FIELDS: dict[str, Any] = {"bn_recalibration": 0}
+
+
+def as_measured(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> dict[str, Any]:
+    """A config ``recorded`` as a dict, to compare with today's ``now``: each field ``now`` has that it was
+    recorded before (``ADDED_FIELDS``) read as the value it was measured with."""
+    return {**{k: v for k, v in ADDED_FIELDS.items() if k in now}, **recorded}
 
 
 def check_split(config: TrainConfig | None, *, profile: ProxyProfile, data: DataSplit, **_: Any) -> None:
@@ -588,8 +594,10 @@ class _EpochCheckpoint:
         the run had so far)."""
         state = load_checkpoint(self.path, _RUN_KEYS)
         mine = self._of(trainer, steps)
-        if state["run"] != mine:
-            theirs = state["run"] if isinstance(state["run"], dict) else {}  # a hand-edited file: all differ
+        theirs = state["run"] if isinstance(state["run"], dict) else {}  # a hand-edited file: all differ
+        if isinstance(theirs.get("config"), Mapping):  # saved before a field was added: as its old value
+            theirs = {**theirs, "config": as_measured(theirs["config"], mine["config"])}
+        if theirs != mine:
             differ = sorted(k for k in {*mine, *theirs} if mine.get(k) != theirs.get(k))
             raise ValueError(
                 f"checkpoint {self.path} is of another run ({', '.join(differ)} differ): remove it to train "

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from evaluators.data import DataSplit, load_dataset
-from evaluators.proxy import Fidelity, TrainConfig, TrainingStopped, train_proxy
+from evaluators.proxy import ADDED_FIELDS, Fidelity, TrainConfig, TrainingStopped, train_proxy
 from nas.arch import Arch, Stage, Stem
 from search_spaces.base import ProxyProfile
 
@@ -78,6 +78,25 @@ def test_a_killed_run_recalibrating_batchnorm_continues_to_the_uninterrupted_res
     out = train_proxy(TINY, PROFILE, fashion, seed=3, config=config, checkpoint=checkpoint)
     assert out["resumed_epochs"] == 2
     assert {k: out[k] for k in METRICS} == {k: straight[k] for k in METRICS}
+
+
+def test_a_checkpoint_saved_before_a_config_field_existed_continues_as_that_fields_old_value(
+    fashion: DataSplit, straight: dict, tmp_path: Path
+) -> None:
+    """A training stopped under an older version (its checkpoint's config lacks ``bn_recalibration``)
+    continues under today's default, which trains as it did; under another value it is refused."""
+    checkpoint = tmp_path / "run.pt"
+    with pytest.raises(Killed):
+        _train(fashion, checkpoint=checkpoint, report=_kill_at(3))
+    state = torch.load(checkpoint, weights_only=True)
+    config = {k: v for k, v in state["run"]["config"].items() if k not in ADDED_FIELDS}
+    torch.save({**state, "run": {**state["run"], "config": config}}, checkpoint)
+    out = _train(fashion, checkpoint=checkpoint)
+    assert out["resumed_epochs"] == 2 and {k: out[k] for k in METRICS} == {k: straight[k] for k in METRICS}
+    torch.save({**state, "run": {**state["run"], "config": config}}, checkpoint)
+    recalibrating = replace(CONFIG, bn_recalibration=2)
+    with pytest.raises(ValueError, match=r"is of another run \(config differ\)"):
+        train_proxy(TINY, PROFILE, fashion, seed=3, config=recalibrating, checkpoint=checkpoint)
 
 
 def test_a_run_told_to_stop_stops_after_an_epoch_and_continues_to_the_same_result(

@@ -67,9 +67,9 @@ def check_terms(study: str, recorded: Mapping[str, Any], terms: Mapping[str, Any
             was = _recorded_ladder(was, now, recorded.get("proxy_profile"))
         configs = name == "evaluator_config" and isinstance(was, Mapping) and isinstance(now, Mapping)
         if configs:  # a field recorded before it existed reads as the value the study was measured with
-            from evaluators.proxy import ADDED_FIELDS
+            from evaluators.proxy import as_measured
 
-            was = {**{k: v for k, v in ADDED_FIELDS.items() if k in now}, **was}
+            was = as_measured(was, now)
         if _same(name, was, now):
             continue
         if configs:  # the fields that differ, and how to resume under them
