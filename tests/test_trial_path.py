@@ -332,3 +332,6 @@ def test_the_lean_trial_reads_equal_optunas(
         )
     with pytest.raises(KeyError):
         storage.get_trial(10_000)
+    # its pooled connections closed now: left to the garbage collector, a PostgreSQL one warns inside
+    # whichever later test collects it (tests/test_bad_input.py counts warnings)
+    storage.engine.dispose()
