@@ -56,6 +56,7 @@ class EvaluatorSpec:
     needs_setup: bool = False
     default_objectives: tuple[str, ...] = ("top1:max", "macs:min")  # a search's when it names none
     ladder: bool = False  # trains in spans continued from checkpoints (evaluate(..., fidelity=...))
+    schedule: bool = False  # trains on the proxy profile's schedule (its epochs: a search's --proxy-epochs)
     checker: str | None = None  # ``module:name``: refuses a split too small or files it would read at set-up
     data_parallel: bool = False  # its set-up trains in --supernet-workers Ray Train workers
 
@@ -191,6 +192,7 @@ EVALUATORS: dict[str, EvaluatorSpec] = {
             config="evaluators.proxy:TrainConfig",
             builder="evaluators.registry:build_proxy",
             ladder=True,
+            schedule=True,
             checker="evaluators.proxy:check_split",
         ),
         EvaluatorSpec(

@@ -479,6 +479,12 @@ def search(
     profile: Annotated[
         str | None, typer.Option(help="Proxy profile of the space: cpu | gpu | full. \\[default: cpu]")
     ] = None,
+    proxy_epochs: Annotated[
+        int | None,
+        typer.Option(
+            help="Epochs of the proxy's training (a ladder's rungs scale with it). \\[default: the profile's]"
+        ),
+    ] = None,
     objectives: Annotated[
         str | None,
         typer.Option(
@@ -617,6 +623,7 @@ def search(
             dataset=dataset,
             data_dir=data_dir,
             profile=profile,
+            proxy_epochs=proxy_epochs,
             objectives=objectives,
             sampler=sampler,
             study=study,

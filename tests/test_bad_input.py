@@ -449,6 +449,13 @@ SIZE_CASES = [
     *whole_cases("search", _search_with, "--eta", 2, bounds.MAX_ETA),
     *whole_cases("search", _search_with, "--rungs", 2, bounds.MAX_RUNGS),
     *whole_cases("search", _search_with, "--min-fidelity", 1, bounds.MAX_IMAGES),
+    *whole_cases("search", _search_with, "--proxy-epochs", 1, bounds.MAX_EPOCHS),
+    pytest.param(
+        _search_with("--proxy-epochs", "3"),
+        "proxy-epochs: the complexity evaluator trains nothing, so it trains no proxy schedule; use "
+        "--evaluator proxy or drop --proxy-epochs",
+        id="search-proxy-epochs-no-proxy",
+    ),
     pytest.param(
         _search_with("--rung-val-images", "0"),
         f"rung-val-images: must be a whole number between 1 and {bounds.MAX_IMAGES}, got 0",

@@ -74,6 +74,30 @@ def test_a_profile_whose_schedule_changed_is_another_proxy(tmp_path: Path, monke
     open_study(_settings(tmp_path, resume=True))  # a new description is the same proxy
 
 
+def test_a_study_resumes_on_the_proxy_epochs_it_was_searched_with(tmp_path: Path, monkeypatch) -> None:
+    """``--proxy-epochs`` sets the epochs of the profile a study records, so a study searched with it
+    resumes only with the same epochs, and one searched on a profile whose epochs changed since resumes on
+    its own with ``--proxy-epochs``: the refusal says how."""
+    from dataclasses import replace
+
+    from search_spaces.coatnet import CoAtNetSpace
+
+    cpu = CoAtNetSpace.profiles["cpu"]
+    open_study(_settings(tmp_path, study="longer", proxy_epochs=cpu.epochs + 2))
+    with pytest.raises(ValueError) as err:
+        open_study(_settings(tmp_path, study="longer", resume=True))
+    assert str(err.value) == (
+        f"study 'longer' was searched with the cpu profile's epochs {cpu.epochs + 2}; it cannot be resumed "
+        f"with epochs {cpu.epochs} (give --proxy-epochs {cpu.epochs + 2} to resume it)"
+    )
+    open_study(_settings(tmp_path, study="longer", resume=True, proxy_epochs=cpu.epochs + 2))
+    open_study(_settings(tmp_path))
+    monkeypatch.setitem(CoAtNetSpace.profiles, "cpu", replace(cpu, epochs=cpu.epochs + 1))  # a new release's
+    with pytest.raises(ValueError, match=rf"\(give --proxy-epochs {cpu.epochs} to resume it\)$"):
+        open_study(_settings(tmp_path, resume=True))
+    open_study(_settings(tmp_path, resume=True, proxy_epochs=cpu.epochs))
+
+
 def test_how_long_and_where_a_study_runs_may_change(tmp_path: Path) -> None:
     open_study(_settings(tmp_path))
     open_study(_settings(tmp_path, resume=True, budget="1h", seed=3, workers=2, latency_device="cpu"))

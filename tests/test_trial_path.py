@@ -144,6 +144,28 @@ def test_the_manifest_records_the_evaluator_config_the_trials_ran_with(tmp_path:
         cheap_settings(tmp_path, evaluator="proxy", objectives=("top1:max",), evaluator_config={"lr": "x"})
 
 
+def test_proxy_epochs_set_what_every_trial_trains_and_the_manifest_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--proxy-epochs`` replaces the profile's epochs in every place that reads the proxy's schedule: the
+    trainings, the manifest and a ladder's rungs (which scale with what the proxy trains on)."""
+    from dataclasses import replace
+
+    from search_spaces.sasa import SasaSpace
+
+    tiny = replace(SasaSpace.profiles["cpu"], train_samples=128, batch_size=64, val_samples=64)
+    monkeypatch.setitem(SasaSpace.profiles, "cpu", tiny)
+    settings = cheap_settings(tmp_path, evaluator="proxy", objectives=("top1:max",), proxy_epochs=3)
+    record = run_trial(TrialRunner(settings), lambda: get_space("sasa").sample_random(0), number=0)
+    assert record.ok and record.metrics["epochs"] == 3
+    write_manifest(settings, storage="s", budget={}, data=None, trials={}, session={"id": "x"})
+    assert read_manifest(settings.run_dir)["evaluator"]["profile"]["epochs"] == 3
+    ladder = {"evaluator": "proxy", "objectives": ("top1:max",), "fidelity": "ladder", "budget": "20trials"}
+    plain, longer = cheap_settings(tmp_path, **ladder), cheap_settings(tmp_path, **ladder, proxy_epochs=12)
+    assert plain.proxy_profile == tiny and tiny.epochs != 12
+    assert TrialRunner(longer).ladder.min_images == 12 * 128 // (2 * 3)  # 1/(2 eta) of the proxy's images
+
+
 def test_wall_seconds_count_overlapping_sessions_once() -> None:
     assert wall_seconds([(0, 10), (5, 12), (20, 21), (30, 30)]) == 13
     assert wall_seconds([]) == 0

@@ -52,9 +52,7 @@ def package_versions() -> dict[str, str | None]:
 
 
 def _evaluator_settings(settings: SearchSettings) -> dict[str, Any]:
-    from search_spaces import get_space
-
-    profile = get_space(settings.space).profile(settings.profile)
+    profile = settings.proxy_profile
     spec, config = settings.evaluator_spec, settings.evaluator_config_used()
     return {
         "name": spec.name,

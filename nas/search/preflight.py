@@ -54,7 +54,7 @@ def preflight(settings: SearchSettings) -> dict[str, Any] | None:
     from evaluators.data import load_dataset
 
     space = settings.search_space
-    profile = space.profile(settings.profile)
+    profile = settings.proxy_profile
     split = load_dataset(
         settings.dataset,
         img_size=profile.img_size,

@@ -26,6 +26,7 @@ from nas import userfiles
 from nas.bounds import (
     MAX_BATCH,
     MAX_CPUS_PER_TRIAL,
+    MAX_EPOCHS,
     MAX_GPUS_PER_TRIAL,
     MAX_IMG_SIZE,
     MAX_SEED,
@@ -77,6 +78,7 @@ class SearchSettings:
     dataset: str = "fashion-mnist"
     data_dir: str | None = None
     profile: str = "cpu"
+    proxy_epochs: int | None = None  # epochs of the proxy's training; None: the profile's own
     objectives: tuple[str, ...] | None = (
         None  # None: the evaluator's default (top1,macs; complexity: macs,params)
     )
@@ -151,6 +153,12 @@ class SearchSettings:
             )
         if self.evaluator_config:
             evaluator.make_config(self.evaluator_config)
+        if self.proxy_epochs is not None and not evaluator.schedule:
+            trains = [e.name for e in EVALUATORS.values() if e.schedule]
+            raise ValueError(
+                f"proxy-epochs: the {evaluator.name} evaluator {evaluator.does}, so it trains no proxy "
+                f"schedule; use --evaluator {' / '.join(trains)} or drop --proxy-epochs"
+            )
         check_study_name(self.study_name)
         if self.repair and not self.resume:
             raise ValueError(
@@ -316,6 +324,8 @@ class SearchSettings:
             number("trial-timeout", self.trial_timeout, 0, MAX_TRIAL_SECONDS, above=True)
         if self.macs_img_size is not None:
             whole("macs-img-size", self.macs_img_size, 1, MAX_IMG_SIZE)
+        if self.proxy_epochs is not None:
+            whole("proxy-epochs", self.proxy_epochs, 1, MAX_EPOCHS)
 
     def _check_limits(self, space: Any) -> None:
         from nas.search.constraints import parse_count, parse_ms
@@ -381,6 +391,13 @@ class SearchSettings:
         from search_spaces import get_space
 
         return get_space(self.space, self.narrow)
+
+    @functools.cached_property
+    def proxy_profile(self) -> Any:
+        """The proxy profile the trials train under: the space's ``profile``, with ``proxy_epochs`` epochs
+        where given (what the study's terms, its manifest and every rung of a ladder read)."""
+        profile, epochs = self.search_space.profile(self.profile), self.proxy_epochs
+        return profile if epochs is None else dataclasses.replace(profile, epochs=epochs)
 
     @property
     def space_words(self) -> str:
@@ -485,6 +502,7 @@ _FIELD_TYPES: dict[str, tuple[Any, ...]] = {
     "dataset": (str,),
     "data_dir": (str, _OPTIONAL),
     "profile": (str,),
+    "proxy_epochs": (int, _OPTIONAL),
     "sampler": (str, _OPTIONAL),
     "study": (str, _OPTIONAL),
     "storage": (str, _OPTIONAL),

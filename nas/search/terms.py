@@ -92,9 +92,10 @@ def check_terms(study: str, recorded: Mapping[str, Any], terms: Mapping[str, Any
             )
         if name == "proxy_profile":  # the fields that differ, not the whole profile
             changed = sorted(k for k in {*was, *now} if was.get(k) != now.get(k))
+            hint = f" (give --proxy-epochs {was['epochs']} to resume it)" if changed == ["epochs"] else ""
             raise ValueError(
                 f"study {study!r} was searched with the {terms['profile']} profile's "
-                f"{_fields(was, changed)}; it cannot be resumed with {_fields(now, changed)}"
+                f"{_fields(was, changed)}; it cannot be resumed with {_fields(now, changed)}{hint}"
             )
         if name in ("space", "objectives"):  # the study's identity: both named
             searched = ", ".join(recorded.get("objectives", []))
@@ -109,10 +110,9 @@ def check_terms(study: str, recorded: Mapping[str, Any], terms: Mapping[str, Any
 
 
 def _profile_fields(settings: Any) -> dict[str, Any]:
-    """The proxy profile's fields (shape and schedule), its name and description aside."""
-    from search_spaces import get_space  # the spaces import the model builder: loaded when asked
-
-    profile = dataclasses.asdict(get_space(settings.space).profile(settings.profile))
+    """The proxy profile's fields (shape and schedule, ``--proxy-epochs`` applied), its name and description
+    aside."""
+    profile = dataclasses.asdict(settings.proxy_profile)
     return {k: v for k, v in profile.items() if k not in ("name", "description")}
 
 

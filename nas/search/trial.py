@@ -163,7 +163,7 @@ class TrialRunner:
     def __init__(self, settings: SearchSettings, device: str | None = None) -> None:
         self.settings = settings
         self.space = settings.search_space
-        self.profile = self.space.profile(settings.profile)
+        self.profile = settings.proxy_profile
         self.spec = settings.evaluator_spec
         self.config = settings.evaluator_config_used()
         self.objectives = tuple(o.name for o in settings.parsed_objectives)
