@@ -302,8 +302,16 @@ def _print_space(space: Any) -> None:
     table.add_row("decisions", ", ".join(per_stage) + " (what --narrow names; s<i> is stage i)")
     table.add_row("cardinality", f"{space.cardinality():,} architectures")
     table.add_row("baselines", ", ".join(space.baselines()) or "none inside")
-    table.add_row("profiles", "; ".join(f"{p.name}: {p.description}" for p in space.profiles.values()))
+    table.add_row(
+        "profiles", "; ".join(f"{p.name}: {p.description} [{_schedule(p)}]" for p in space.profiles.values())
+    )
     console.print(table)
+
+
+def _schedule(profile: Any) -> str:
+    """What a profile's proxy trains on, in words (``nas search --proxy-epochs`` changes the epochs)."""
+    images = f"{profile.train_samples:,} images" if profile.train_samples else "the training split"
+    return f"{profile.epochs} x {images}, batch {profile.batch_size}"
 
 
 # `nas cost` and `nas baselines`: how MACs are counted (evaluators.complexity.CONVENTIONS)

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from nas.arch import Arch
 from nas.cli import app
-from search_spaces import list_spaces
+from search_spaces import get_space, list_spaces
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -79,6 +79,9 @@ def test_spaces_lists_choices_and_cardinality() -> None:
     assert result.exit_code == 0, result.output
     for text in ("coatnet", "sasa", "12,716,691,456", "209,952", "ViT_REL", "ResNet-50 full-attention"):
         assert text in result.output
+    sasa = runner.invoke(app, ["spaces", "--space", "sasa"], terminal_width=400).output
+    cpu = get_space("sasa").profile("cpu")  # what --proxy-epochs changes, next to the profile's name
+    assert f"[{cpu.epochs} x {cpu.train_samples:,} images, batch {cpu.batch_size}]" in sasa
 
 
 def test_baselines_json_is_machine_readable() -> None:
