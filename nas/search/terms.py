@@ -92,7 +92,8 @@ def check_terms(study: str, recorded: Mapping[str, Any], terms: Mapping[str, Any
             )
         if name == "proxy_profile":  # the fields that differ, not the whole profile
             changed = sorted(k for k in {*was, *now} if was.get(k) != now.get(k))
-            hint = f" (give --proxy-epochs {was['epochs']} to resume it)" if changed == ["epochs"] else ""
+            epochs = was.get("epochs") if changed == ["epochs"] else None
+            hint = f" (give --proxy-epochs {epochs} to resume it)" if isinstance(epochs, int) else ""
             raise ValueError(
                 f"study {study!r} was searched with the {terms['profile']} profile's "
                 f"{_fields(was, changed)}; it cannot be resumed with {_fields(now, changed)}{hint}"
