@@ -144,7 +144,7 @@ REFERENCES: dict[str, dict[str, int | None]] = {
 # and its e2 and lr3e-3 variants (a result is cached by its schedule, not its name).
 VARIANTS: dict[str, tuple[str, ...]] = {
     "coatnet": ("cpu", "n2000", "e2-n2000", "n5000-b128", "lr3e-3-n2000", "n4000-v6000", "bn8"),
-    "sasa": ("cpu", "e1", "e4", "n12000", "lr3e-3", "e10", "bn8", "e1-bn8"),
+    "sasa": ("cpu", "e1", "e4", "n12000", "lr3e-3", "e10", "bn8", "e1-bn8", "e10-bn8"),
 }
 # One-shot variants per space (see parse_oneshot_variant): a longer-trained supernet, three paths per step
 # (``p3``: random, or ``sw``: the sandwich rule's largest, smallest and a random one, at the same compute),
