@@ -37,6 +37,10 @@ a few minutes)::
     nice -n 19 .venv/bin/python benchmarks/search_vs_baselines.py [--budget 60trials] [--seeds 0,1,2]
     .venv/bin/python benchmarks/search_vs_baselines.py --status
 
+``--proxy-epochs sasa=2`` searches with the proxy's epochs where not the cpu profile's (``nas search
+--proxy-epochs``); a search is keyed and its study named by the epochs it trains, so results searched before
+a profile's epochs changed are reached by naming those epochs.
+
 ``--pairs``, ``--sides`` and ``--train-seeds`` choose which of the trainings this process runs (e.g. the
 one that fits the time left, or one per machine: a training another process holds is skipped); the JSON
 and ``--status`` still report every pair and seed of ``--seeds``::
@@ -83,7 +87,7 @@ from nas.arch import Arch  # noqa: E402
 from results.pareto import pareto_front  # noqa: E402
 from results.stats import LEVEL, paired  # noqa: E402
 from results.store import feasible_rows  # noqa: E402
-from search_spaces import get_space  # noqa: E402
+from search_spaces import ProxyProfile, get_space  # noqa: E402
 
 PROFILE, EVALUATOR = "cpu", "proxy"
 DEFAULT_EPOCHS = 2  # a space --epochs does not name
@@ -148,13 +152,22 @@ class SearchPlan:
     seed: int
     runs_dir: Path
     cache_dir: Path
+    proxy_epochs: int | None = None  # the proxy's epochs where not the profile's (nas search --proxy-epochs)
+
+    @property
+    def profile(self) -> ProxyProfile:
+        """The proxy profile the search trains its trials with."""
+        profile = get_space(self.space).profile(PROFILE)
+        return (
+            profile if self.proxy_epochs is None else dataclasses.replace(profile, epochs=self.proxy_epochs)
+        )
 
     @property
     def settings(self) -> dict[str, Any]:
         return {
             "space": self.space,
             "evaluator": EVALUATOR,
-            "profile": dataclasses.asdict(get_space(self.space).profile(PROFILE)),
+            "profile": dataclasses.asdict(self.profile),
             "dataset": "fashion-mnist",
             "budget": self.budget,
             "seed": self.seed,
@@ -163,7 +176,8 @@ class SearchPlan:
 
     @property
     def study(self) -> str:
-        return f"search_vs_baselines-{self.space}-s{self.seed}"
+        """Named by its proxy's epochs too: a study resumes only with the epochs it was searched with."""
+        return f"search_vs_baselines-{self.space}-s{self.seed}-e{self.profile.epochs}"
 
     @property
     def cache_file(self) -> Path:
@@ -175,7 +189,7 @@ class SearchPlan:
         return _nas(
             "search", "--space", self.space, "--evaluator", EVALUATOR, "--profile", PROFILE,
             "--budget", self.budget, "--seed", str(self.seed), "--study", self.study,
-            "--runs-dir", str(self.runs_dir), *resume,
+            "--proxy-epochs", str(self.profile.epochs), "--runs-dir", str(self.runs_dir), *resume,
         )  # fmt: skip
 
 
@@ -434,6 +448,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="training epochs: N for every space, or per space, e.g. coatnet=4,sasa=11 (a space not named: "
         f"{DEFAULT_EPOCHS})",
     )
+    parser.add_argument(
+        "--proxy-epochs",
+        default="",
+        help="the searches' proxy epochs where not the cpu profile's, per space, e.g. sasa=2 (the README's "
+        "sasa results: the profile's 2 epochs before it trained 10); passed to nas search --proxy-epochs",
+    )
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--train-samples", type=int, help="training images per epoch (default: all)")
@@ -466,10 +486,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     only.add_argument("--sides", default=",".join(SIDES), help="found, baseline or both (found,baseline)")
     only.add_argument("--train-seeds", help="comma-separated seeds among --seeds (all of --seeds)")
     args = parser.parse_args(argv)
-    try:
-        args.epochs = parse_epochs(args.epochs)
-    except ValueError as err:
-        parser.error(f"--epochs: {err}")
+    for option in ("epochs", "proxy_epochs"):
+        try:
+            setattr(
+                args,
+                option,
+                parse_epochs(getattr(args, option), None if option == "proxy_epochs" else DEFAULT_EPOCHS),
+            )
+        except ValueError as err:
+            parser.error(f"--{option.replace('_', '-')}: {err}")
     if args.device == "cuda" and not args.status:
         import torch
 
@@ -502,18 +527,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def parse_epochs(text: str) -> dict[str, int]:
-    """``N`` (every space) or ``space=N,...`` as {space: epochs} for every space of :data:`PAIRS`."""
+def parse_epochs(text: str, default: int | None = DEFAULT_EPOCHS) -> dict[str, int | None]:
+    """``N`` (every space) or ``space=N,...`` as {space: epochs} for every space of :data:`PAIRS`, a space
+    not named at ``default``; ``""`` names none."""
     if text.isdigit():
         epochs = dict.fromkeys(PAIRS, int(text))
     else:
-        epochs = dict.fromkeys(PAIRS, DEFAULT_EPOCHS)
-        for part in text.split(","):
+        epochs = dict.fromkeys(PAIRS, default)
+        for part in filter(None, text.split(",")):
             space, _, value = part.partition("=")
             if space not in PAIRS or not value.isdigit():
                 raise ValueError(f"{part!r} is not N or space=N with a space of {', '.join(PAIRS)}")
             epochs[space] = int(value)
-    if min(epochs.values()) < 1:
+    if any(n is not None and n < 1 for n in epochs.values()):
         raise ValueError(f"{text!r}: a training needs at least 1 epoch")
     return epochs
 
@@ -538,7 +564,10 @@ class Study:
         self.args, self.runner = args, runner
         self.runs_dir, self.cache_dir = Path(args.runs_dir), Path(args.cache_dir)
         self.plans = {  # every space, for the report; args.spaces are those this process runs
-            s: SearchPlan(s, args.budget, args.search_seed, self.runs_dir, self.cache_dir) for s in PAIRS
+            s: SearchPlan(
+                s, args.budget, args.search_seed, self.runs_dir, self.cache_dir, args.proxy_epochs[s]
+            )
+            for s in PAIRS
         }
         self.datasets, self.skipped = datasets()
 
@@ -642,7 +671,7 @@ class Study:
         a = self.args
         images = {}
         for space in PAIRS:
-            profile = get_space(space).profile(PROFILE)
+            profile = self.plans[space].profile
             data = load_dataset("fashion-mnist", img_size=profile.img_size, seed=0)
             schedule_profile = dataclasses.replace(
                 profile, epochs=a.epochs[space], batch_size=a.batch_size, train_samples=a.train_samples
@@ -655,7 +684,8 @@ class Study:
             "budget": a.budget,
             "search_seed": a.search_seed,
             "search": {"evaluator": EVALUATOR, "profile": PROFILE, "objectives": "top1:max,macs:min",
-                       "baselines_enqueued": True},
+                       "baselines_enqueued": True,
+                       "proxy_epochs": {space: plan.profile.epochs for space, plan in self.plans.items()}},
             "training": {"command": "nas train --profile cpu", "epochs": a.epochs, "batch_size": a.batch_size,
                          "lr": a.lr, "train_samples": a.train_samples, "seeds": a.seeds, "device": a.device},
             "trained_images": images,
@@ -684,7 +714,8 @@ class Study:
         for space, s in searches.items():
             plan = self.plans[space]
             state = f"done ({len(s['rows'])} completed trials)" if s else "not finished"
-            lines.append(f"search {space} ({plan.budget}, seed {plan.seed}): {state}")
+            epochs = f"proxy {plan.profile.epochs} epochs"
+            lines.append(f"search {space} ({plan.budget}, seed {plan.seed}, {epochs}): {state}")
         pairs = self.pairs(searches)
         for dataset in self.datasets:
             jobs = schedule(pairs, self.args.seeds, self.training(dataset))

@@ -121,6 +121,24 @@ def test_a_real_tiny_training_goes_through_nas_train(svb, tmp_path):
     assert result["train_settings"]["config"]["train_samples"] == 64
 
 
+def test_a_search_with_other_proxy_epochs_is_another_search(svb, tmp_path):
+    """``--proxy-epochs`` reaches ``nas search`` and keys the search apart; naming the profile's own epochs
+    keys it as the profile does (so results searched before a profile's epochs changed stay reachable)."""
+    plans = {
+        n: svb.SearchPlan("sasa", "3trials", 0, tmp_path / "runs", tmp_path / "cache", n) for n in (None, 1)
+    }
+    epochs = get_space("sasa").profile("cpu").epochs
+    same = svb.SearchPlan("sasa", "3trials", 0, tmp_path / "runs", tmp_path / "cache", epochs)
+    assert same.cache_file == plans[None].cache_file != plans[1].cache_file
+    assert plans[1].study != plans[None].study == same.study  # a study resumes with its own epochs only
+    command = plans[1].command
+    assert command[command.index("--proxy-epochs") + 1] == "1" and plans[1].settings["profile"]["epochs"] == 1
+    args = svb.parse_args(["--proxy-epochs", "sasa=1", "--status"])
+    assert args.proxy_epochs == {"coatnet": None, "sasa": 1}
+    with pytest.raises(SystemExit):
+        svb.parse_args(["--proxy-epochs", "sasa=0"])
+
+
 def test_search_record_and_pairs(svb, tmp_path):
     space = get_space("coatnet")
     base = space.baselines()["CoAtNet-0"].arch
