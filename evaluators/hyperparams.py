@@ -5,10 +5,11 @@ a bad ``evaluator-config`` before it writes its study and ``nas train`` before i
 negative learning rate, a scheduler timm does not know or an optimizer keyword it refuses passed the config
 and failed every trial of the search, each one charged to the budget.
 
-What is checked: the optimizer's name (timm's registry), the numbers of the schedule and the counts of
-BatchNorm calibration batches against the bounds below; where the config has them, the scheduler's name and
-the optimizer's extra keywords, each by building timm's scheduler or optimizer for one throwaway parameter
-(timm holds no list of its schedulers, and only the optimizer's constructor knows which keywords it takes).
+What is checked: the optimizer's name (timm's registry), the numbers of the schedule, the counts of
+BatchNorm calibration batches and the epochs between validations against the bounds below; where the config
+has them, the scheduler's name and the optimizer's extra keywords, each by building timm's scheduler or
+optimizer for one throwaway parameter (timm holds no list of its schedulers, and only the optimizer's
+constructor knows which keywords it takes).
 """
 
 from __future__ import annotations
@@ -43,10 +44,11 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "mix_switch_prob": (0.0, 1.0, False),
 }
 
-# name: (low, high) of a setting that counts batches
+# name: (low, high) of a setting that counts batches or epochs
 _WHOLE: dict[str, tuple[int, int]] = {
     "bn_recalibration": (0, MAX_CALIBRATION_BATCHES),
     "bn_batches": (0, MAX_CALIBRATION_BATCHES),
+    "eval_every": (1, MAX_EPOCHS),  # validate every n epochs: 0 would divide by zero in every trial
 }
 
 

@@ -115,7 +115,12 @@ class EvaluatorSpec:
 # The bounds of evaluators' whole-number settings, by name (nas.bounds): the sizes the command line's own
 # options share, and for any other count (steps, batches, paths, every n epochs) at least 0 and at most
 # MAX_IMAGES, so that no setting can ask for an allocation or a loop of any size.
-_SIZES = {"epochs": (1, MAX_EPOCHS), "batch_size": (1, MAX_BATCH), "train_samples": (1, MAX_IMAGES)}
+_SIZES = {
+    "epochs": (1, MAX_EPOCHS),
+    "eval_every": (1, MAX_EPOCHS),
+    "batch_size": (1, MAX_BATCH),
+    "train_samples": (1, MAX_IMAGES),
+}
 _COUNT = (0, MAX_IMAGES)
 
 
