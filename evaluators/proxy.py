@@ -3,8 +3,10 @@
 :func:`train_proxy` shrinks the architecture with a search space's :class:`~search_spaces.base.ProxyProfile`
 (``profile.apply``), builds it from scratch at the profile's image size, and trains it for ``profile.epochs``
 epochs on ``profile.train_samples`` samples of a :class:`~evaluators.data.DataSplit` with timm's AdamW and
-cosine schedule (linear warmup, stepped per optimizer update). After every epoch it measures top-1 on the
-validation split held out of the training set and calls ``report(epoch, metrics)``: the hook a search driver
+cosine schedule (linear warmup, stepped per optimizer update). Every ``TrainConfig.eval_every`` epochs and
+after the last it measures top-1 on the validation split held out of the training set (a search validates
+after the last only: its registry entry's default), and after every epoch it calls ``report(epoch,
+metrics)`` (``train_loss``, and the validation's metrics where it validated): the hook a search driver
 prunes through (an exception raised there propagates and ends the run). A loss that turns NaN or infinite
 raises :class:`TrainingDiverged` at once, so a broken run never reads as a chance-level accuracy. With
 ``TrainConfig.bn_recalibration`` batches, each validation first recomputes BatchNorm's statistics over that
@@ -121,7 +123,7 @@ class TrainConfig:
     drop_path_rate: float = 0.0
     augment: bool = False  # crops and flips only pay off over more epochs than a proxy trains
     grad_clip: float | None = None
-    eval_every: int = 1  # validate (and report) every n epochs and after the last; n > epochs: the last only
+    eval_every: int = 1  # validate every n epochs and after the last; n > epochs: after the last only
     opt_kwargs: dict[str, Any] = field(default_factory=dict)
     # training batches over which BatchNorm's statistics are recomputed before each validation (0: validate
     # with the running averages training kept); see evaluators.steps.recalibrate_bn
@@ -135,12 +137,20 @@ class TrainConfig:
 # the value under which such a config was measured: a resumed study (nas.search.terms), a resumed training
 # (its epoch checkpoint) and a cached result (benchmarks/evaluator_quality.py) read a missing field so
 ADDED_FIELDS: dict[str, Any] = {"bn_recalibration": 0}
+# TrainConfig fields that set when a run validates, not what it measures: a validation changes no state (a
+# BatchNorm recalibration recomputes the statistics from scratch each time and draws no random numbers), so
+# the last epoch's metrics are the same whatever their value, and the comparisons below leave them out.
+UNMEASURED = frozenset({"eval_every"})
 
 
-def as_measured(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> dict[str, Any]:
-    """A config ``recorded`` as a dict, to compare with today's ``now``: each field ``now`` has that it was
-    recorded before (``ADDED_FIELDS``) read as the value it was measured with."""
-    return {**{k: v for k, v in ADDED_FIELDS.items() if k in now}, **recorded}
+def as_measured(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A config ``recorded`` as a dict and today's ``now``, as they compare: each field ``now`` has that
+    ``recorded`` predates (``ADDED_FIELDS``) read as the value it was measured with, and the ``UNMEASURED``
+    fields left out of both."""
+    def measured(config: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in config.items() if k not in UNMEASURED}
+
+    return measured({**{k: v for k, v in ADDED_FIELDS.items() if k in now}, **recorded}), measured(now)
 
 
 def check_split(config: TrainConfig | None, *, profile: ProxyProfile, data: DataSplit, **_: Any) -> None:
@@ -364,14 +374,15 @@ class _Trainer:
             train_loss, seen = self._train_epoch(train_batches, epoch, scheduler, (epoch - 1) * steps)
             so_far["train_seconds"] += self._elapsed(start)
             so_far["images"] += seen
+            reported = {"train_loss": train_loss}  # every epoch; with the validation's where it validates
             if not epoch % self.config.eval_every or epoch == self.epochs:
                 start = time.perf_counter()
                 metrics = self._evaluate(val_batches, epoch)
                 so_far["eval_seconds"] += self._elapsed(start)
                 metrics["train_loss"] = train_loss
-                so_far["metrics"] = metrics
-                if self.report is not None:
-                    self.report(epoch, dict(metrics))
+                so_far["metrics"] = reported = metrics
+            if self.report is not None:
+                self.report(epoch, dict(reported))
             if checkpoint is not None:
                 spent = {
                     "seconds": prior["seconds"] + time.perf_counter() - wall,
@@ -595,8 +606,9 @@ class _EpochCheckpoint:
         state = load_checkpoint(self.path, _RUN_KEYS)
         mine = self._of(trainer, steps)
         theirs = state["run"] if isinstance(state["run"], dict) else {}  # a hand-edited file: all differ
-        if isinstance(theirs.get("config"), Mapping):  # saved before a field was added: as its old value
-            theirs = {**theirs, "config": as_measured(theirs["config"], mine["config"])}
+        if isinstance(theirs.get("config"), Mapping):  # as_measured: fields it predates, eval_every
+            was, now = as_measured(theirs["config"], mine["config"])
+            theirs, mine = {**theirs, "config": was}, {**mine, "config": now}
         if theirs != mine:
             differ = sorted(k for k in {*mine, *theirs} if mine.get(k) != theirs.get(k))
             raise ValueError(

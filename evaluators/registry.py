@@ -59,6 +59,8 @@ class EvaluatorSpec:
     schedule: bool = False  # trains on the proxy profile's schedule (its epochs: a search's --proxy-epochs)
     checker: str | None = None  # ``module:name``: refuses a split too small or files it would read at set-up
     data_parallel: bool = False  # its set-up trains in --supernet-workers Ray Train workers
+    # (field, value) pairs a search's config takes where the config type's own default suits other uses
+    search_defaults: tuple[tuple[str, Any], ...] = ()
 
     @property
     def objectives(self) -> frozenset[str]:
@@ -74,8 +76,8 @@ class EvaluatorSpec:
         return _resolve(self.config) if self.config else None
 
     def make_config(self, overrides: Mapping[str, Any] | None = None) -> Any:
-        """The config instance a search runs with: the type's defaults with ``overrides`` on top;
-        ValueError in one sentence for an unknown key or a value of the wrong kind."""
+        """The config instance a search runs with: the type's defaults, then ``search_defaults``, with
+        ``overrides`` on top; ValueError in one sentence for an unknown key or a value of the wrong kind."""
         overrides = dict(overrides or {})
         kind = self.config_type()
         if kind is None:
@@ -89,7 +91,7 @@ class EvaluatorSpec:
                 f"evaluator-config: unknown {self.name} setting(s) {', '.join(unknown)}; "
                 f"allowed: {', '.join(fields)}"
             )
-        defaults = kind()
+        defaults = dataclasses.replace(kind(), **dict(self.search_defaults))
         for key, value in overrides.items():
             _check_kind(key, value, getattr(defaults, key))
         try:
@@ -199,6 +201,9 @@ EVALUATORS: dict[str, EvaluatorSpec] = {
             ladder=True,
             schedule=True,
             checker="evaluators.proxy:check_split",
+            # a search reads a trial's last validation only: validating every epoch cost a quarter of a
+            # proxy trial (evaluators.proxy.UNMEASURED: a study resumes under either)
+            search_defaults=(("eval_every", MAX_EPOCHS),),
         ),
         EvaluatorSpec(
             "oneshot",

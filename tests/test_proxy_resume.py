@@ -99,6 +99,33 @@ def test_a_checkpoint_saved_before_a_config_field_existed_continues_as_that_fiel
         train_proxy(TINY, PROFILE, fashion, seed=3, config=recalibrating, checkpoint=checkpoint)
 
 
+@pytest.mark.parametrize("recalibration", [0, 2])
+def test_how_often_a_run_validates_changes_neither_its_result_nor_its_checkpoint(
+    fashion: DataSplit, straight: dict, recalibration: int, tmp_path: Path
+) -> None:
+    """``eval_every`` sets when a run validates, not what it measures (``UNMEASURED``): validated after its
+    last epoch only, a run ends at the metrics of one validated every epoch, BatchNorm recalibration
+    included; it reports every epoch (the train loss, and the validation's metrics where it validated); and a
+    checkpoint saved under one value continues under another."""
+    config = replace(CONFIG, bn_recalibration=recalibration)
+    every = straight if not recalibration else train_proxy(TINY, PROFILE, fashion, seed=3, config=config)
+    reports: list[tuple[int, set[str]]] = []
+    sparse = replace(config, eval_every=2)
+    out = train_proxy(
+        TINY, PROFILE, fashion, seed=3, config=sparse, report=lambda e, m: reports.append((e, set(m)))
+    )
+    assert {k: out[k] for k in METRICS} == {k: every[k] for k in METRICS}
+    assert [(e, "top1" in m, "train_loss" in m) for e, m in reports] == [
+        (1, False, True), (2, True, True), (3, True, True)
+    ]  # fmt: skip
+    checkpoint = tmp_path / "run.pt"
+    with pytest.raises(Killed):
+        train_proxy(TINY, PROFILE, fashion, seed=3, config=config, checkpoint=checkpoint, report=_kill_at(3))
+    last_only = replace(config, eval_every=PROFILE.epochs + 1)
+    out = train_proxy(TINY, PROFILE, fashion, seed=3, config=last_only, checkpoint=checkpoint)
+    assert out["resumed_epochs"] == 2 and {k: out[k] for k in METRICS} == {k: every[k] for k in METRICS}
+
+
 def test_a_run_told_to_stop_stops_after_an_epoch_and_continues_to_the_same_result(
     fashion: DataSplit, straight: dict, tmp_path: Path
 ) -> None:

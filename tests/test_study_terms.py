@@ -10,6 +10,7 @@ from pathlib import Path
 import optuna
 import pytest
 
+from nas.bounds import MAX_EPOCHS
 from nas.search.optuna_driver import open_study
 from nas.search.settings import SearchSettings
 from nas.search.terms import check_terms, study_terms
@@ -144,6 +145,16 @@ def test_an_evaluator_config_recorded_before_a_field_existed_reads_as_measured_t
         "study 'old' was searched with the proxy evaluator's bn_recalibration 0; it cannot be resumed with "
         "bn_recalibration 8 (give the study's in evaluator-config to resume it)"
     )
+
+
+def test_how_often_the_proxy_validates_is_not_a_term() -> None:
+    """A search's proxy validates after a trial's last epoch only; a study searched when it validated every
+    epoch (``eval_every`` 1, recorded) measured the same, so it resumes under today's default."""
+    now = study_terms(SearchSettings())
+    assert now["evaluator_config"]["eval_every"] == MAX_EPOCHS
+    check_terms("old", study_terms(SearchSettings(evaluator_config={"eval_every": 1})), now)
+    with pytest.raises(ValueError, match=r"evaluator's lr 0\.001; it cannot be resumed with lr 0\.002"):
+        check_terms("old", now, study_terms(SearchSettings(evaluator_config={"lr": 0.002, "eval_every": 1})))
 
 
 def test_a_ladder_recorded_before_its_schedule_was_a_choice_reads_as_its_defaults() -> None:

@@ -66,10 +66,10 @@ def check_terms(study: str, recorded: Mapping[str, Any], terms: Mapping[str, Any
         if name == "fidelity" and was.get("fidelity") == "ladder":
             was = _recorded_ladder(was, now, recorded.get("proxy_profile"))
         configs = name == "evaluator_config" and isinstance(was, Mapping) and isinstance(now, Mapping)
-        if configs:  # a field recorded before it existed reads as the value the study was measured with
+        if configs:  # a field recorded before it existed as the value measured with; eval_every aside
             from evaluators.proxy import as_measured
 
-            was = as_measured(was, now)
+            was, now = as_measured(was, now)
         if _same(name, was, now):
             continue
         if configs:  # the fields that differ, and how to resume under them
