@@ -147,6 +147,7 @@ def as_measured(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> tuple[di
     """A config ``recorded`` as a dict and today's ``now``, as they compare: each field ``now`` has that
     ``recorded`` predates (``ADDED_FIELDS``) read as the value it was measured with, and the ``UNMEASURED``
     fields left out of both."""
+
     def measured(config: Mapping[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in config.items() if k not in UNMEASURED}
 
