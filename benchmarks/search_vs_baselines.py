@@ -714,7 +714,7 @@ class Study:
         for space, s in searches.items():
             plan = self.plans[space]
             state = f"done ({len(s['rows'])} completed trials)" if s else "not finished"
-            epochs = f"proxy {plan.profile.epochs} epochs"
+            epochs = f"{plan.profile.epochs}-epoch proxy"
             lines.append(f"search {space} ({plan.budget}, seed {plan.seed}, {epochs}): {state}")
         pairs = self.pairs(searches)
         for dataset in self.datasets:
