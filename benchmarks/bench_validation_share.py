@@ -42,8 +42,8 @@ def run(space_name: str, archs: int, seed: int) -> dict:
     space = get_space(space_name)
     profile = space.profile("cpu")
     data = load_dataset("fashion-mnist", img_size=profile.img_size, seed=0)
-    once = get_evaluator("proxy").make_config({})
-    configs = {"once": once, "every epoch": get_evaluator("proxy").make_config({"eval_every": 1})}
+    proxy = get_evaluator("proxy")  # the search's config validates once; eval_every 1 after every epoch
+    configs = {"once": proxy.make_config({}), "every epoch": proxy.make_config({"eval_every": 1})}
     rows = []
     for i in range(archs):
         arch = space.sample_random(seed + i)

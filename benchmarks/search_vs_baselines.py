@@ -486,13 +486,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     only.add_argument("--sides", default=",".join(SIDES), help="found, baseline or both (found,baseline)")
     only.add_argument("--train-seeds", help="comma-separated seeds among --seeds (all of --seeds)")
     args = parser.parse_args(argv)
-    for option in ("epochs", "proxy_epochs"):
+    for option, default in (("epochs", DEFAULT_EPOCHS), ("proxy_epochs", None)):
         try:
-            setattr(
-                args,
-                option,
-                parse_epochs(getattr(args, option), None if option == "proxy_epochs" else DEFAULT_EPOCHS),
-            )
+            setattr(args, option, parse_epochs(getattr(args, option), default))
         except ValueError as err:
             parser.error(f"--{option.replace('_', '-')}: {err}")
     if args.device == "cuda" and not args.status:
