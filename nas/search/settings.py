@@ -270,7 +270,7 @@ class SearchSettings:
 
             items = [self.narrow] if isinstance(self.narrow, str) else self.narrow
             object.__setattr__(self, "narrow", parse_items(items))
-        for name, kinds in _FIELD_TYPES.items():
+        for name, kinds in _field_kinds().items():
             value = getattr(self, name)
             if name in ("data_dir", "runs_dir") and isinstance(value, os.PathLike):
                 object.__setattr__(self, name, value := os.fspath(value))
@@ -495,50 +495,22 @@ _KIND_NAMES = {
     _NUMBER: "a number",
     _OPTIONAL: "unset",
 }
-_FIELD_TYPES: dict[str, tuple[Any, ...]] = {
-    "space": (str,),
-    "budget": (str,),
-    "evaluator": (str,),
-    "dataset": (str,),
-    "data_dir": (str, _OPTIONAL),
-    "profile": (str,),
-    "proxy_epochs": (int, _OPTIONAL),
-    "sampler": (str, _OPTIONAL),
-    "study": (str, _OPTIONAL),
-    "storage": (str, _OPTIONAL),
-    "backend": (str,),
-    "seed": (int,),
-    "workers": (int,),
-    "baselines": (bool,),
-    "resume": (bool,),
-    "download": (bool,),
-    "repair": (bool,),
-    "runs_dir": (str,),
-    "macs_img_size": (int, _OPTIONAL),
-    "address": (str, _OPTIONAL),
-    "gpus_per_trial": (_NUMBER, _OPTIONAL),
-    "cpus_per_trial": (_NUMBER,),
-    "supernet_workers": (int,),
-    "cpus_per_worker": (_NUMBER,),
-    "concurrency": (int,),
-    "trial_timeout": (_NUMBER, _OPTIONAL),
-    "max_macs": (str, _NUMBER, _OPTIONAL),
-    "max_params": (str, _NUMBER, _OPTIONAL),
-    "max_latency": (str, _NUMBER, _OPTIONAL),
-    "at_cost_of": (str, _OPTIONAL),
-    "latency_device": (str, _OPTIONAL),
-    "latency_batch": (int,),
-    "fidelity": (str,),
-    "eta": (int,),
-    "rungs": (int,),
-    "min_fidelity": (int, _OPTIONAL),
-    "rung_schedule": (str,),
-    "rung_val_images": (int, str, _OPTIONAL),
-    "promotion": (str,),
-    "evaluator_config": (dict,),
-    "enqueue": (dict,),
-    "narrow": (dict,),
-}
+_ANNOTATED_KINDS = {"str": str, "int": int, "bool": bool, "float": _NUMBER, "None": _OPTIONAL}
+
+
+@functools.cache
+def _field_kinds() -> dict[str, tuple[Any, ...]]:
+    """The kinds each setting takes, read from its annotation (``str | float | None``: a string, a number or
+    unset), so that a new field is checked as it is declared; ``objectives`` is normalized on its own."""
+    return {
+        f.name: tuple(
+            dict if kind.startswith("dict") else _ANNOTATED_KINDS[kind] for kind in f.type.split(" | ")
+        )
+        for f in dataclasses.fields(SearchSettings)
+        if f.name not in ("objectives", "extra")
+    }
+
+
 MAX_ENQUEUED = 1000  # architectures a search may be given to evaluate first
 
 
