@@ -57,33 +57,35 @@ _TIME_UNIT = {"ms": 1.0, "s": 1e3, "us": 1e-3, "µs": 1e-3}
 def parse_count(value: str | float | int, what: str) -> float:
     """A MAC or parameter count: ``4.2G``, ``25M``, ``800k``, ``4.2e9`` or a plain number; ValueError in one
     sentence (``what`` names the option) for anything else or a count that is not positive."""
-    if isinstance(value, bool):
-        raise ValueError(f"{what}: expected a count such as 4.2G, 25M or 800K, got {value!r}")
-    if isinstance(value, (int, float)):
-        number = float(value)
-    else:
-        match = _COUNT.fullmatch(str(value))
-        if match is None:
-            raise ValueError(f"{what}: expected a count such as 4.2G, 25M or 800K, got {value!r}")
-        number = float(match.group(1)) * _PREFIX[match.group(2).lower()]
-    if not math.isfinite(number) or number <= 0:
-        raise ValueError(f"{what}: must be a positive count, got {value!r}")
-    return number
+    return _parse(value, what, _COUNT, _PREFIX, "a count such as 4.2G, 25M or 800K", "count")
 
 
 def parse_ms(value: str | float | int, what: str = "max-latency") -> float:
     """A latency in milliseconds: ``12ms``, ``0.5s``, ``800us`` or a plain number (ms)."""
+    return _parse(value, what, _TIME, _TIME_UNIT, "a time such as 12ms or 0.5s", "time")
+
+
+def _parse(
+    value: str | float | int,
+    what: str,
+    form: re.Pattern[str],
+    units: dict[str, float],
+    example: str,
+    noun: str,
+) -> float:
+    """A positive number, or a number and a unit of ``units`` (``form`` matches both; no unit is the unit
+    ``""``, or ``ms`` for a time)."""
     if isinstance(value, bool):
-        raise ValueError(f"{what}: expected a time such as 12ms or 0.5s, got {value!r}")
+        raise ValueError(f"{what}: expected {example}, got {value!r}")
     if isinstance(value, (int, float)):
         number = float(value)
     else:
-        match = _TIME.fullmatch(str(value))
+        match = form.fullmatch(str(value))
         if match is None:
-            raise ValueError(f"{what}: expected a time such as 12ms or 0.5s, got {value!r}")
-        number = float(match.group(1)) * _TIME_UNIT[(match.group(2) or "ms").lower()]
+            raise ValueError(f"{what}: expected {example}, got {value!r}")
+        number = float(match.group(1)) * units[(match.group(2) or next(iter(units))).lower()]
     if not math.isfinite(number) or number <= 0:
-        raise ValueError(f"{what}: must be a positive time, got {value!r}")
+        raise ValueError(f"{what}: must be a positive {noun}, got {value!r}")
     return number
 
 

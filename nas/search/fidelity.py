@@ -42,8 +42,9 @@ engine's records (Optuna's trials, or the trials Ray Tune reported), so both eng
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from nas.bounds import MAX_ETA, MAX_IMAGES, MAX_RUNGS, shown, whole
 from results.pareto import nondominated_sort
@@ -60,6 +61,7 @@ __all__ = [
     "default_min_images",
     "next_promotion",
     "rung_order",
+    "rung_result",
 ]
 
 FIDELITIES = ("single", "ladder")
@@ -143,12 +145,6 @@ class Ladder:
             return latest, latest
         return sum(1 + (self.top - r) * (self.eta - 1) for r in range(self.rungs)), latest
 
-    @property
-    def cost_per_trial(self) -> float:
-        """Expected training per new trial, in rung-0 units: rung ``r`` adds ``eta**r - eta**(r-1)`` units
-        for the ``1 / eta**r`` of trials that reach it (so ``1 + (rungs - 1) * (1 - 1 / eta)``)."""
-        return 1 + sum((self.eta**r - self.eta ** (r - 1)) / self.eta**r for r in range(1, self.rungs))
-
 
 @dataclass(frozen=True)
 class RungResult:
@@ -158,6 +154,19 @@ class RungResult:
     lineage: int
     rung: int
     values: tuple[float, ...] | None
+
+
+def rung_result(
+    lineage: int, rung: int, attrs: Mapping[str, Any], values: Sequence[float] | None
+) -> RungResult | None:
+    """A recorded trial of ``lineage`` at ``rung`` as the ladder counts it, the one rule of both engines
+    (``attrs``: what :meth:`~nas.search.trial.TrialRecord.attrs` holds; ``values``: its objectives if it
+    completed, else None): None for a rejected sample or a repeat (neither trained the rung), and a result
+    without values unless it completed within the limits."""
+    if attrs.get("rejected") or attrs.get("repeat_of") is not None:
+        return None
+    feasible = attrs.get("feasible", True) is not False
+    return RungResult(lineage, rung, tuple(values) if values is not None and feasible else None)
 
 
 @dataclass(frozen=True)

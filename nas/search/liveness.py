@@ -45,6 +45,7 @@ __all__ = [
     "LOST_AFTER_SECONDS",
     "UNCLAIMED_AFTER_SECONDS",
     "Heartbeat",
+    "enqueue_arch",
     "enqueue_rerun",
     "fail_lost_trials",
     "lost_reason",
@@ -103,18 +104,23 @@ def lost_reason(
 
 
 def enqueue_rerun(study: optuna.Study, trial: FrozenTrial) -> None:
-    """Enqueue ``trial``'s architecture again (``rerun_of`` names it; a baseline keeps its name, a ladder's
-    promotion its rung and lineage): its suggested parameters over those it was enqueued with. Nothing is
-    enqueued for a trial stopped before its architecture was sampled: nothing of it was evaluated, and the
-    sampler will propose anew."""
-    fixed = dict(trial.system_attrs.get("fixed_params") or {})
-    if not trial.user_attrs.get("arch_json") and not fixed:
+    """Enqueue ``trial``'s architecture again (``rerun_of`` names it; a ladder's promotion keeps its rung and
+    lineage). Nothing is enqueued for a trial stopped before its architecture was sampled: nothing of it was
+    evaluated, and the sampler will propose anew."""
+    if not trial.user_attrs.get("arch_json") and not trial.system_attrs.get("fixed_params"):
         return
     attrs: dict[str, Any] = {"rerun_of": trial.number}
-    if trial.user_attrs.get("baseline"):
-        attrs["baseline"] = trial.user_attrs["baseline"]
     if trial.user_attrs.get("rung"):  # a promotion continues its lineage; a rung-0 re-run starts its own
         attrs["rung"], attrs["lineage"] = trial.user_attrs["rung"], trial.user_attrs["lineage"]
+    enqueue_arch(study, trial, attrs)
+
+
+def enqueue_arch(study: optuna.Study, trial: FrozenTrial, attrs: dict[str, Any]) -> None:
+    """Queue ``trial``'s architecture as a new trial with user attributes ``attrs``: its suggested
+    parameters over those it was enqueued with; a baseline (or an enqueued network) keeps its name."""
+    if trial.user_attrs.get("baseline"):
+        attrs = {**attrs, "baseline": trial.user_attrs["baseline"]}
+    fixed = dict(trial.system_attrs.get("fixed_params") or {})
     study.enqueue_trial({**fixed, **trial.params}, user_attrs=attrs)
 
 

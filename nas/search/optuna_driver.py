@@ -40,15 +40,15 @@ from nas.search import stopping
 from nas.search.budget import BudgetTracker, Session, TrialCost, wall_seconds
 from nas.search.constraints import RejectionStreak
 from nas.search.failures import WriteFailed, disk_state
-from nas.search.fidelity import Promotion, RungResult, next_promotion
-from nas.search.liveness import Heartbeat, enqueue_rerun, fail_lost_trials
+from nas.search.fidelity import Promotion, RungResult, next_promotion, rung_result
+from nas.search.liveness import Heartbeat, enqueue_arch, enqueue_rerun, fail_lost_trials
 from nas.search.progress import SearchProgress
 from nas.search.samplers import make_sampler, on_rung_zero, sampler_seed
 from nas.search.settings import SearchSettings
 from nas.search.storage import batched_writes, open_storage, storage_file, storage_url
 from nas.search.study_file import StudyFile
 from nas.search.terms import check_terms, study_terms
-from nas.search.trial import Earlier, Known, TrialRecord, TrialRunner, run_trial
+from nas.search.trial import TrialRecord, TrialRunner, earlier_results, run_trial
 from nas.search.worker_pool import WorkerPool
 from results.store import trial_row
 
@@ -124,32 +124,21 @@ def _sampler(settings: SearchSettings, worker: int, session: Session | None) -> 
 
 
 def rung_results(trials: Sequence[FrozenTrial]) -> list[RungResult]:
-    """The ladder's view of the study: every trial that holds a rung (completed with its values if it met
-    the limits, else as taken), rejected samples, repeats and unrun duplicates left out."""
+    """The ladder's view of the study (:func:`~nas.search.fidelity.rung_result` of every trial that holds a
+    rung; unrun duplicates, pruned, left out)."""
     results = []
     for trial in trials:
         attrs = trial.user_attrs
-        if (
-            "rung" not in attrs
-            or attrs.get("rejected")
-            or attrs.get("repeat_of") is not None
-            or trial.state == TrialState.PRUNED
-        ):
-            continue
-        done = trial.state == TrialState.COMPLETE and attrs.get("feasible", True) is not False
-        values = tuple(trial.values) if done and trial.values is not None else None
-        results.append(RungResult(int(attrs["lineage"]), int(attrs["rung"]), values))
-    return results
+        if "rung" in attrs and trial.state != TrialState.PRUNED:
+            values = trial.values if trial.state == TrialState.COMPLETE else None
+            results.append(rung_result(int(attrs["lineage"]), int(attrs["rung"]), attrs, values))
+    return [r for r in results if r is not None]
 
 
 def _enqueue_promotion(study: optuna.Study, trials: Sequence[FrozenTrial], promotion: Promotion) -> None:
-    """Queue ``promotion`` as a trial with its lineage's parameters (a baseline keeps its name)."""
+    """Queue ``promotion`` as a trial with its lineage's parameters."""
     first = next(t for t in trials if t.number == promotion.lineage)
-    attrs: dict[str, Any] = {"rung": promotion.rung, "lineage": promotion.lineage}
-    if first.user_attrs.get("baseline"):
-        attrs["baseline"] = first.user_attrs["baseline"]
-    fixed = dict(first.system_attrs.get("fixed_params") or {})
-    study.enqueue_trial({**fixed, **first.params}, user_attrs=attrs)
+    enqueue_arch(study, first, {"rung": promotion.rung, "lineage": promotion.lineage})
 
 
 def _duplicate_of(trials: Sequence[FrozenTrial], trial: optuna.Trial) -> int | None:
@@ -235,23 +224,6 @@ def _enqueue_first(study: optuna.Study, settings: SearchSettings) -> None:
             study.enqueue_trial(space.encode(arch), user_attrs={"baseline": name}, skip_if_exists=True)
 
 
-def _known(trials: Sequence[FrozenTrial]) -> Known:
-    """The study's earlier results by architecture: its first COMPLETE evaluation of each (at rung 0 on a
-    ladder), rejected samples and repeats left out."""
-    done: dict[str, Earlier] = {}
-    for trial in trials:
-        attrs = trial.user_attrs
-        if (
-            trial.state == TrialState.COMPLETE
-            and attrs.get("arch")
-            and not attrs.get("rejected")
-            and attrs.get("repeat_of") is None
-            and not attrs.get("rung")
-        ):
-            done.setdefault(attrs["arch"], Earlier.from_attrs(trial.number, attrs))
-    return lambda arch: done.get(arch.key)
-
-
 def _run_one(
     study: optuna.Study,
     storage: Any,
@@ -294,7 +266,9 @@ def _run_one(
     # the worker record is its own write, at once: a kill during the sampling leaves a trial that the next
     # worker knows lost at once, instead of after LOST_AFTER_SECONDS without a heartbeat
     with Heartbeat(trial):  # until its outcome is told
-        known = _known(trials) if step is None or step[1] == 0 else None  # a promotion trains on
+        known = None  # a promotion trains on
+        if step is None or step[1] == 0:
+            known = earlier_results((t.number, t.user_attrs, t.state == TrialState.COMPLETE) for t in trials)
         record = run_trial(runner, sample, number=number, step=step, known=known, **shown)
         with batched_writes(storage):
             attrs = record.attrs()

@@ -40,32 +40,23 @@ CONNECT_SECONDS = 5.0  # a cluster that takes longer to accept one connection is
 def preflight(settings: SearchSettings) -> dict[str, Any] | None:
     """Check ``settings`` against the machine, the files and the cluster (the module docstring's list);
     returns the description of the data the trials train on (None for an evaluator that trains nothing)."""
+    from nas.search.trial import TrialRunner
+
     _check_run_dir(settings.run_dir)
     _check_backend(settings)
+    runner = TrialRunner(settings)
     if settings.backend == "ray":
         _check_ray(settings)
     else:
-        from nas.search.trial import TrialRunner
-
-        BudgetTracker(settings.budget).check_device(TrialRunner(settings).device_kind)
+        BudgetTracker(settings.budget).check_device(runner.device_kind)
     _check_latency_device(settings)
     if settings.evaluator_spec.counts_only:
         return None
-    from evaluators.data import load_dataset
-
-    space = settings.search_space
-    profile = settings.proxy_profile
-    split = load_dataset(
-        settings.dataset,
-        img_size=profile.img_size,
-        data_dir=settings.data_dir,
-        seed=settings.seed,
-        download=settings.download,
-    )
+    split = runner.data()
     settings.evaluator_spec.check(
-        settings.evaluator_config_used(),
-        space=space,
-        profile=profile,
+        runner.config,
+        space=runner.space,
+        profile=runner.profile,
         data=split,
         seed=settings.seed,
         run_dir=settings.run_dir,

@@ -147,7 +147,7 @@ class SearchProgress:
             self._ticker.join()
         # a search that fails before its first trial (a study it cannot open or resume, bad input) shows only
         # its error: an empty panel above the one-sentence message would bury it
-        silent = exc_type is not None and issubclass(exc_type, Exception) and not self._session_rows()
+        silent = exc_type is not None and issubclass(exc_type, Exception) and not self.session_trials
         with self._lock:
             self._running.clear()
         if self._live is not None:
@@ -158,10 +158,6 @@ class SearchProgress:
             self._live.__exit__(exc_type, *exc)
         elif not silent:
             self.console.print(self.render())
-
-    def _session_rows(self) -> int:
-        with self._lock:
-            return sum(r.this_session for r in self._rows.values())
 
     def log(self, message: str) -> None:
         self.console.print(message, highlight=False, soft_wrap=True)

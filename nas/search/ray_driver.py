@@ -44,12 +44,12 @@ from nas.option_names import option
 from nas.search import ray_watchdog
 from nas.search.budget import BudgetTracker, Session, TrialCost, wall_seconds
 from nas.search.constraints import NothingFeasible, RejectionStreak
-from nas.search.fidelity import Ladder, RungResult, next_promotion
+from nas.search.fidelity import Ladder, next_promotion, rung_result
 from nas.search.preflight import trial_gpus
 from nas.search.progress import SearchProgress
 from nas.search.settings import SearchSettings
 from nas.search.terms import check_terms, study_terms
-from nas.search.trial import Earlier, TrialRecord, TrialRunner, run_trial
+from nas.search.trial import Earlier, TrialRecord, TrialRunner, earlier_results, run_trial
 
 __all__ = ["BudgetedGenerator", "BudgetedSearcher", "collect_ray", "run_ray"]
 
@@ -261,17 +261,17 @@ class BudgetedSearcher(Searcher):
         if progress is not None:  # shown from its start; the epochs run on a worker, unseen here
             progress.use_budget(self.tracker)
             rung = self.steps[trial_id][1] if trial_id in self.steps else None
-            progress.trial_started(number, rung=rung, arch=self._key_of(config))
+            progress.trial_started(number, rung=rung, arch=self._arch_of(config).key)
         return {**config, _NUMBER: number}
 
-    def _key_of(self, config: dict[str, Any]) -> str:
-        """The key of the architecture a suggested config samples."""
+    def _arch_of(self, config: dict[str, Any]) -> Any:
+        """The architecture a suggested config samples."""
         import optuna
 
         from search_spaces import get_space
 
         params = {k: v for k, v in config.items() if k not in (_NUMBER, _STEP, _REPEAT)}
-        return get_space(self.space, self.narrow).sample(optuna.trial.FixedTrial(params)).key
+        return get_space(self.space, self.narrow).sample(optuna.trial.FixedTrial(params))
 
     def _promotion(self) -> Any:
         """The promotion the ladder's rule asks for now (None: a new trial, or no ladder)."""
@@ -279,30 +279,17 @@ class BudgetedSearcher(Searcher):
             return None
         results = []
         for trial_id, (lineage, rung) in self.steps.items():
-            entry = self.ledger.trials.get(trial_id)
-            attrs = entry["attrs"] if entry else {}
-            if attrs.get("rejected") or attrs.get("repeat_of") is not None:
-                continue
-            done = entry is not None and entry["values"] and attrs.get("feasible", True)
-            values = tuple(entry["values"][o] for o in self.objectives) if done else None
-            results.append(RungResult(lineage, rung, values))
+            entry = self.ledger.trials.get(trial_id) or {"attrs": {}, "values": None}
+            values = [entry["values"][o] for o in self.objectives] if entry["values"] else None
+            results.append(rung_result(lineage, rung, entry["attrs"], values))
+        results = [r for r in results if r is not None]
         return next_promotion(results, self.ladder, self.directions)
 
     def _earlier(self, params: dict[str, Any]) -> Earlier | None:
-        """The ledger's first result of the architecture ``params`` sample (at rung 0 on a ladder): a
-        completed, not rejected, not repeated trial."""
-        key = self._key_of(params)
-        for entry in self.ledger.trials.values():
-            attrs = entry["attrs"]
-            if (
-                attrs.get("arch") == key
-                and entry["values"]
-                and not attrs.get("rejected")
-                and attrs.get("repeat_of") is None
-                and not attrs.get("rung")
-            ):
-                return Earlier.from_attrs(entry["number"], attrs)
-        return None
+        """The ledger's earlier result of the architecture ``params`` sample
+        (:func:`~nas.search.trial.earlier_results`)."""
+        recorded = ((e["number"], e["attrs"], bool(e["values"])) for e in self.ledger.trials.values())
+        return earlier_results(recorded)(self._arch_of(params))
 
     def _params_of(self, lineage: int) -> dict[str, Any]:
         """The suggested parameters of ``lineage``'s architecture (from its rung-0 record)."""
@@ -396,29 +383,23 @@ def _record_of(
     failed trial all the same (else a trials budget whose trials all error would never fill)."""
     from nas.arch import Arch
 
-    arch = Arch.from_json(result["arch_json"]) if result.get("arch_json") else None
-    if result.get("cost"):
-        cost = TrialCost.from_dict(result["cost"])
-    else:
-        cost = TrialCost(0.0, 1, budget.device or "cpu", f"trial {number}")
-    reason = result.get("fail_reason", "error: the Ray trial errored and reported nothing") or None
-    metrics, baseline = result.get("metrics") or {}, result.get("baseline", "")
-    constraints = {k: float(v) for k, v in (result.get("constraints") or {}).items()}
-    rejected = bool(result.get("rejected"))
-    rung, lineage, repeat_of = result.get("rung"), result.get("lineage"), result.get("repeat_of")
+    def whole(key: str) -> int | None:
+        return None if result.get(key) is None else int(result[key])
+
+    cost = result.get("cost")
     return TrialRecord(
-        arch,
-        metrics,
-        cost,
-        reason,
-        baseline,
+        Arch.from_json(result["arch_json"]) if result.get("arch_json") else None,
+        result.get("metrics") or {},
+        TrialCost.from_dict(cost) if cost else TrialCost(0.0, 1, budget.device or "cpu", f"trial {number}"),
+        result.get("fail_reason", "error: the Ray trial errored and reported nothing") or None,
+        result.get("baseline", ""),
         objectives,
         directions,
-        constraints,
-        rejected,
-        None if rung is None else int(rung),
-        None if lineage is None else int(lineage),
-        None if repeat_of is None else int(repeat_of),
+        {k: float(v) for k, v in (result.get("constraints") or {}).items()},
+        bool(result.get("rejected")),
+        whole("rung"),
+        whole("lineage"),
+        whole("repeat_of"),
     )
 
 

@@ -38,8 +38,6 @@ def study_terms(settings: Any) -> dict[str, Any]:
     """The terms of a search (JSON values), in the order a refusal names the first that differs."""
     config = settings.evaluator_config_used()
     kind, _, folder = settings.dataset.partition(":")
-    names = {o.name for o in settings.parsed_objectives}
-    latency = "latency_ms" in names or settings.limits.latency_ms is not None
     return {
         "space": settings.space,
         "narrow": settings.narrow,
@@ -52,7 +50,7 @@ def study_terms(settings: Any) -> dict[str, Any]:
         "proxy_profile": _profile_fields(settings),
         "dataset": f"{kind}:{Path(folder).expanduser().resolve()}" if folder else settings.dataset,
         "macs_img_size": settings.macs_img_size,
-        "latency": [settings.latency_device, settings.latency_batch] if latency else None,
+        "latency": [settings.latency_device, settings.latency_batch] if settings.measures_latency else None,
     }
 
 

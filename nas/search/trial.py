@@ -48,7 +48,7 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,7 +60,7 @@ from nas.search.failures import TrialTimeout, deadline, failure_reason, release_
 from nas.search.fidelity import default_min_images
 from nas.search.settings import SearchSettings
 
-__all__ = ["Earlier", "TrialRecord", "TrialRunner", "run_trial"]
+__all__ = ["Earlier", "TrialRecord", "TrialRunner", "earlier_results", "run_trial"]
 
 Report = Callable[[int, dict[str, float]], None]
 TARGET_IMG_SIZE = 224  # MACs and params are reported for the network as the papers count it
@@ -144,6 +144,18 @@ class Earlier:
 
 
 Known = Callable[[Arch], "Earlier | None"]
+
+
+def earlier_results(recorded: Iterable[tuple[int, Mapping[str, Any], bool]]) -> Known:
+    """An engine's ``known`` look-up over its recorded trials, each ``(number, attrs, completed)``: an
+    architecture's first completed evaluation of its own (not a rejected sample, not a repeat, at rung 0 on a
+    ladder), the one rule of both engines."""
+    done: dict[str, Earlier] = {}
+    for number, attrs, completed in recorded:
+        own = not attrs.get("rejected") and attrs.get("repeat_of") is None and not attrs.get("rung")
+        if completed and attrs.get("arch") and own:
+            done.setdefault(attrs["arch"], Earlier.from_attrs(number, attrs))
+    return lambda arch: done.get(arch.key)
 
 
 def _ray_node() -> str:
