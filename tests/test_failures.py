@@ -20,6 +20,7 @@ from optuna.trial import TrialState
 from evaluators.proxy import TrainingDiverged
 from nas.processes import process_alive, this_process
 from nas.search import failures, liveness
+from nas.search.budget import BudgetTracker, TrialCost
 from nas.search.failures import TrialTimeout, deadline, failure_reason
 from nas.search.liveness import fail_lost_trials, lost_reason
 
@@ -233,6 +234,26 @@ def test_fail_lost_trials_fails_each_once_and_enqueues_the_rerun() -> None:
     assert len(waiting) == 1 and waiting[0].user_attrs == {"rerun_of": lost.number, "baseline": "ResNet-26"}
     rerun = study.ask()
     assert rerun.suggest_int("x", 0, 9) == lost.params["x"]  # the same architecture again
+
+
+def test_a_lost_trial_is_charged_on_the_gpus_its_worker_held() -> None:
+    """A lost trial used to be charged as CPU time whatever ran it: in a study with a GPU budget
+    (``8gpu-days``) every worker's budget then refused the charge ("counts GPU time but lost trial N ran on
+    CPU") at its next look at the study, and the study could not go on."""
+    study = optuna.create_study()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    trial = study.ask()
+    with liveness.Heartbeat(trial, gpus=2):  # what a worker records as it takes a trial
+        recorded = study._storage.get_trial(trial._trial_id).user_attrs["worker"]
+    study.tell(trial, state=TrialState.FAIL)
+    assert recorded["gpus"] == 2
+    lost = _running_trial(study, worker={**recorded, "pid": dead.pid}, heartbeat=recorded["since"] + 3)
+    assert fail_lost_trials(study) == [lost.number]
+    cost = TrialCost.from_dict(study._storage.get_trial(lost._trial_id).user_attrs["cost"])
+    assert (cost.device, cost.devices, cost.overhead) == ("gpu", 2, True)
+    assert cost.seconds == pytest.approx(3.0)
+    BudgetTracker("8gpu-days").charge(cost)  # refused before, as CPU time
 
 
 def test_the_deadline_waits_for_an_import_in_progress(

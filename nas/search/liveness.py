@@ -143,7 +143,8 @@ def fail_lost_trials(
         try:
             start = _taken(trial, now)
             seconds = max(0.0, float(trial.user_attrs.get("heartbeat", start)) - start)
-            cost = TrialCost.of(seconds, label=f"lost trial {trial.number}", overhead=True)
+            gpus = int((trial.user_attrs.get("worker") or {}).get("gpus", 0))  # as its worker held them
+            cost = TrialCost.of(seconds, gpus=gpus, label=f"lost trial {trial.number}", overhead=True)
             storage.set_trial_user_attr(trial_id, "cost", cost.to_dict())
             storage.set_trial_user_attr(trial_id, "fail_reason", reason)
             if not storage.set_trial_state_values(trial_id, TrialState.FAIL):
@@ -156,18 +157,19 @@ def fail_lost_trials(
 
 
 class Heartbeat:
-    """Records this worker on ``trial`` and refreshes its ``heartbeat`` every ``interval`` seconds from a
-    daemon thread until the block ends (a context manager around one trial's evaluation)."""
+    """Records this worker (and the ``gpus`` the trial holds, which a lost trial is charged on) on ``trial``
+    and refreshes its ``heartbeat`` every ``interval`` seconds from a daemon thread until the block ends (a
+    context manager around one trial's evaluation)."""
 
-    def __init__(self, trial: optuna.Trial, interval: float = HEARTBEAT_SECONDS) -> None:
-        self.trial, self.interval = trial, interval
+    def __init__(self, trial: optuna.Trial, gpus: int = 0, interval: float = HEARTBEAT_SECONDS) -> None:
+        self.trial, self.gpus, self.interval = trial, gpus, interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="nas-heartbeat", daemon=True)
 
     def __enter__(self) -> Heartbeat:
         _RUNNING_HERE.add(trial_key(self.trial))
         # its first heartbeat is the trial's start, ``since``
-        self.trial.set_user_attr("worker", {**this_process(), "since": time.time()})
+        self.trial.set_user_attr("worker", {**this_process(), "since": time.time(), "gpus": self.gpus})
         self._thread.start()
         return self
 

@@ -265,7 +265,7 @@ def _run_one(
 
     # the worker record is its own write, at once: a kill during the sampling leaves a trial that the next
     # worker knows lost at once, instead of after LOST_AFTER_SECONDS without a heartbeat
-    with Heartbeat(trial):  # until its outcome is told
+    with Heartbeat(trial, runner.gpus):  # until its outcome is told
         known = None  # a promotion trains on
         if step is None or step[1] == 0:
             known = earlier_results((t.number, t.user_attrs, t.state == TrialState.COMPLETE) for t in trials)
