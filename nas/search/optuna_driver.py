@@ -111,15 +111,12 @@ def open_study(
     return study, url, storage
 
 
-def _seed(settings: SearchSettings, worker: int, session: Session | None) -> int:
-    """The sampler seed of ``worker`` in ``session``: a resumed study's sessions draw other architectures
-    than its first one did."""
-    resumed = settings.resume and session is not None
-    return sampler_seed(settings.seed, worker, session.id if resumed else None)
-
-
 def _sampler(settings: SearchSettings, worker: int, session: Session | None) -> optuna.samplers.BaseSampler:
-    sampler = make_sampler(settings.sampler_name, _seed(settings, worker, session))
+    """``worker``'s sampler in ``session``: a resumed study's sessions are seeded apart from its first, so
+    they draw other architectures than it did (:func:`~nas.search.samplers.sampler_seed`)."""
+    resumed = settings.resume and session is not None
+    seed = sampler_seed(settings.seed, worker, session.id if resumed else None)
+    sampler = make_sampler(settings.sampler_name, seed)
     return on_rung_zero(sampler) if settings.fidelity == "ladder" else sampler
 
 
