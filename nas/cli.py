@@ -549,7 +549,10 @@ def search(
         str | None, typer.Option(help="Ray cluster to join: auto or ray://host:port (--backend ray).")
     ] = None,
     gpus_per_trial: Annotated[
-        float | None, typer.Option(help="GPUs each trial holds (Ray). \\[default: 1 with CUDA, else 0]")
+        float | None,
+        typer.Option(
+            help="GPUs each trial holds (Ray; 0 keeps trials on the CPU). \\[default: 1 with CUDA, else 0]"
+        ),
     ] = None,
     cpus_per_trial: Annotated[
         float | None, typer.Option(help="CPUs each trial holds (Ray). \\[default: 1]")

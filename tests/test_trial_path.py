@@ -125,6 +125,25 @@ def test_set_up_spent_waiting_for_another_session_is_not_charged(
     assert cost is not None and cost.overhead and 0.1 - 0.05 <= cost.seconds < 0.1 + 0.3
 
 
+@pytest.mark.parametrize("backend", ["optuna", "ray"])
+def test_a_trial_that_holds_no_gpu_trains_and_is_charged_on_the_cpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
+    """On a GPU machine a Ray trial of ``--gpus-per-trial 0`` still sees the GPUs (Ray 2.x leaves a
+    num_gpus=0 task's CUDA_VISIBLE_DEVICES alone): it trained on cuda:0, unreserved, and was charged one GPU,
+    which a CPU budget refused at its first charge."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    held = cheap_settings(tmp_path, backend=backend, budget="1h", gpus_per_trial=1)
+    assert TrialRunner(held).device.type == "cuda" and TrialRunner(held).gpus == 1
+    none = cheap_settings(tmp_path, backend=backend, budget="1cpu-hours", gpus_per_trial=0)
+    runner = TrialRunner(none)
+    assert runner.device == torch.device("cpu") and runner.gpus == 0 and not runner.supernet_gpus
+    budget.BudgetTracker(none.budget).charge(runner.cost(2.0))  # refused before: "ran on GPU"
+    assert TrialRunner(none, device="cuda:0").device.type == "cuda"  # a device given is kept
+
+
 def test_the_manifest_records_the_evaluator_config_the_trials_ran_with(tmp_path: Path) -> None:
     settings = cheap_settings(
         tmp_path, evaluator="proxy", objectives=("top1:max",), evaluator_config={"lr": 5e-3}

@@ -186,7 +186,9 @@ class TrialRunner:
         self._measured: tuple[str, dict[str, Any]] = ("", {})  # the last architecture measured
         self.baselines = settings.point_names()  # the named networks: baselines and enqueued architectures
         self.id = uuid.uuid4().hex[:8]  # trials record which runner (so which worker's state) scored them
-        self._device = device
+        # a trial that holds no GPU trains on the CPU, though it may see the machine's GPUs (Ray leaves a
+        # num_gpus=0 task's CUDA_VISIBLE_DEVICES alone since 2.x: it would train on cuda:0 unreserved)
+        self._device = "cpu" if device is None and settings.gpus_per_trial == 0 else device
         self._data = None
         self._evaluator: Any = None
         self._prepared = False
