@@ -799,8 +799,13 @@ CLI_CASES = [
     ),
     pytest.param(
         search(study=FRESH, backend="ray", latency_device="cuda:99", max_latency="10ms"),
-        "latency-device: cuda:99 is not on this machine",
-        id="search-ray-latency-device-missing",
+        "latency-device: cuda:99 is a GPU, but a Ray trial here holds none (--gpus-per-trial 0)",
+        id="search-ray-latency-device-without-gpus",
+    ),
+    pytest.param(  # on a cluster (no local check of its GPUs), a trial sees the one it holds, as cuda:0
+        search(study=FRESH, backend="ray", address="auto", gpus_per_trial="1", latency_device="cuda:1"),
+        "latency-device: cuda:1 is not among the 1 GPU(s) a Ray trial holds, which Ray numbers from cuda:0",
+        id="search-ray-latency-device-beyond-the-trials-gpus",
     ),
     # conflicting flags
     pytest.param(search("--resume", address="auto"), "needs --backend ray", id="search-address-without-ray"),

@@ -22,6 +22,7 @@ Each refusal is a ``ValueError`` of one sentence naming the setting.
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 from pathlib import Path
@@ -169,14 +170,28 @@ def _cuda_devices() -> int:
 
 
 def _check_latency_device(settings: SearchSettings) -> None:
-    """A CUDA latency device must be one of this machine's GPUs when the trials run here (a cluster's
-    workers have their own)."""
+    """A CUDA latency device must be one the trials see: on Optuna one of this machine's GPUs; on Ray one of
+    the GPUs a trial holds, which Ray numbers from cuda:0 within each trial, on any node."""
     device = settings.latency_device
-    remote = settings.backend == "ray" and settings.address not in (None, "local")
-    if device is None or not device.startswith("cuda") or remote:
+    if device is None or not device.startswith("cuda"):
+        return
+    index = int(device.partition(":")[2] or 0)
+    if settings.backend == "ray":
+        gpus = trial_gpus(settings)
+        held = math.ceil(gpus)
+        if not held:
+            raise ValueError(
+                f"latency-device: {device} is a GPU, but a Ray trial here holds none (--gpus-per-trial "
+                f"{gpus:g}); give --gpus-per-trial 1, or --latency-device cpu"
+            )
+        if index >= held:
+            raise ValueError(
+                f"latency-device: {device} is not among the {held} GPU(s) a Ray trial holds, which Ray "
+                f"numbers from cuda:0 within each trial; give cuda:0 to cuda:{held - 1}, or more "
+                "--gpus-per-trial"
+            )
         return
     have = _cuda_devices()
-    index = int(device.partition(":")[2] or 0)
     if index >= have:
         there = f"its GPUs are cuda:0 to cuda:{have - 1}" if have else "it has no CUDA GPU"
         raise ValueError(f"latency-device: {device} is not on this machine; {there}")
