@@ -15,7 +15,8 @@ lower than that rung ranks; benchmarks/rung_agreement.py measures it on an unsel
 Hypervolume needs a reference point that stays fixed across the sessions of a study, so that values compare.
 :func:`reference_point` fixes it at the first report: ``top1`` 0 %; every other objective twice the worst
 value among the space's baselines that the study ran (they run first unless ``--no-baselines``), or 1.1 x the
-worst value of any completed trial when it ran none. It is stored in the manifest
+worst value of any completed trial when it ran none; a report of a study with no completed trial fixes
+nothing (its hypervolume is 0 whatever the point). It is stored in the manifest
 (``report.reference_point``) and read back by every later report, whatever the trials found since. The
 hypervolume is normalized to [0, 1]: divided by the volume of the box from the reference point to the ideal
 point (:func:`ideal_point`: top-1 100 %, 0 for a minimized metric), so 1 would be the ideal reached; the raw
@@ -116,7 +117,9 @@ def reference_point(
     baselines = done[done["baseline"].fillna("").astype(str) != ""]
     out: dict[str, float] = {}
     for o in objectives:
-        if o.name in stored:
+        if o.name in stored and not (o.direction == "minimize" and float(stored[o.name]) == 0.0):
+            # (a minimized 0 spans no volume: what a report before any completed trial stored until
+            # 2026-12, taken as not fixed yet)
             out[o.name] = float(stored[o.name])
             continue
         if o.name == "top1":
@@ -125,7 +128,7 @@ def reference_point(
         pool, scale = (baselines, 2.0) if len(baselines) else (done, 1.1)
         values = pd.to_numeric(pool.get(o.name), errors="coerce").dropna()
         values = [float(v) for v in values if math.isfinite(v)]
-        if not values:
+        if not values:  # no completed trial yet: provisional, never stored (report.write_report)
             out[o.name] = 0.0
         elif o.direction == "minimize":
             out[o.name] = max(values) * scale

@@ -59,7 +59,8 @@ def write_report(run_dir: str | Path) -> Path:
     run_dir = Path(run_dir)
     frame, manifest = load_run(run_dir)
     analysis = analyse(frame, manifest)
-    _store_reference(run_dir, manifest, analysis.reference)
+    if (analysis.frame["state"] == "COMPLETE").any():  # before, the point is a placeholder (no values)
+        _store_reference(run_dir, manifest, analysis.reference)
 
     front = front_table(analysis)
     front_rows = analysis.frame.loc[sorted(analysis.front)]

@@ -133,6 +133,33 @@ def test_a_study_whose_every_trial_failed_has_a_report(tmp_path: Path) -> None:
     assert (run / "pareto.png").stat().st_size > 0 and pd.read_csv(run / "pareto.csv").empty
 
 
+def test_the_reference_point_is_fixed_only_once_a_trial_completed(tmp_path: Path) -> None:
+    """A report of a study with no completed trial (its first trials failed, or were interrupted) stored
+    a reference of 0 for every minimized objective, and every later report read it back: a hypervolume
+    of 0 for ever. Such a stored 0 is now taken as not fixed."""
+    run = _hand_made_run(tmp_path / "run")
+    frame, manifest = load_run(run)
+    del manifest["report"]
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    save_trials(frame[frame["state"] == "FAIL"].reset_index(drop=True), run)
+    write_report(run)
+    assert "report" not in json.loads((run / "manifest.json").read_text())  # nothing to fix it by yet
+    save_trials(frame, run)  # the study's trials completed since
+    write_report(run)
+    fixed = {"top1": 0.0, "macs": 2e8 * 1.1}  # no baseline label here: 1.1 x the worst completed trial
+    assert json.loads((run / "manifest.json").read_text())["report"]["reference_point"] == pytest.approx(
+        fixed
+    )
+    # a manifest that stored the placeholder is mended at its next report, and the hypervolume is not 0
+    manifest["report"] = {"reference_point": {"top1": 0.0, "macs": 0.0}}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    assert analyse(*load_run(run)).hypervolume[-1] > 0
+    write_report(run)
+    assert json.loads((run / "manifest.json").read_text())["report"]["reference_point"] == pytest.approx(
+        fixed
+    )
+
+
 def test_missing_run_directory_is_one_sentence(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"no manifest\.json"):
         write_report(tmp_path)
