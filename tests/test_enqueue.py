@@ -170,3 +170,38 @@ def test_python_callers_give_files_too(tmp_path: Path) -> None:
     path = _arch_file(tmp_path, "mine", 5)
     for given in (path, str(path), [path]):
         assert cheap_settings(tmp_path, enqueue=given).enqueue == {"mine": SPACE.sample_random(5).to_flat()}
+
+
+def test_a_ray_resume_queues_again_a_baseline_whose_trials_all_failed(tmp_path: Path) -> None:
+    """The restored searcher took a baseline with a failed trial for one the study had run (and Optuna's
+    ``skip_if_exists`` matched the failed trial's parameters), so it never ran again; one still queued from
+    the first session is queued once. A failed trial is FAIL in the inner searcher's study, as on Optuna
+    (told its NaN objectives, OptunaSearch left it RUNNING, which TPE's constant liar reads as running)."""
+    import pickle
+
+    import optuna
+
+    from nas.search import ray_driver
+
+    settings = cheap_settings(tmp_path, study="again", backend="ray", budget="30trials")
+    ray_driver._append(ray_driver.ledger_path(settings), {"budget": settings.budget})
+    searcher = ray_driver.make_searcher(settings).searcher
+    config = searcher.suggest("t0")  # the first baseline: the first session's first point
+    space = settings.search_space
+    arch = space.sample(optuna.trial.FixedTrial({k: v for k, v in config.items() if not k.startswith("__")}))
+    name = settings.point_names()[arch.key]
+    cost = {"seconds": 1.0, "devices": 1, "device": "cpu", "label": "trial 0", "overhead": False}
+    failed = {"arch": arch.key, "arch_json": arch.to_json(), "baseline": name, "fail_reason": "error: slow",
+              "macs": float("nan"), "params": float("nan"), "number": 0,
+              **{f"cost/{k}": v for k, v in cost.items()}}  # fmt: skip
+    searcher.on_trial_complete("t0", result=failed)
+    points = {n: space.encode(a) for n, a in settings.first_points().items()}
+    ray_driver._ENQUEUED[settings.study_name] = points  # what a resumed session's driver sets
+    try:
+        restored = pickle.loads(pickle.dumps(searcher))  # as Tune restores it
+    finally:
+        ray_driver._ENQUEUED.pop(settings.study_name)
+    assert restored.inner._ot_study.trials[0].state == optuna.trial.TrialState.FAIL
+    waiting = restored.inner._ot_study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    queued = [t.system_attrs["fixed_params"] for t in waiting]
+    assert len(queued) == len(points) and all(queued.count(p) == 1 for p in points.values())

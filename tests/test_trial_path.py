@@ -259,6 +259,29 @@ def test_baselines_that_are_one_network_run_once_under_the_first_name(tmp_path: 
     assert table["arch"].is_unique
 
 
+def test_a_baseline_that_failed_runs_again_in_the_next_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A baseline that failed (a --trial-timeout too short for it, a cause since fixed) counted as run: no
+    later session ran it again, and every report said that no baseline was run."""
+    names = set(get_space("sasa").baseline_names().values())  # 9 networks
+    real = TrialRunner.evaluate
+
+    def failing(self: TrialRunner, arch: Arch, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        if arch.key in self.baselines:
+            raise RuntimeError("too slow for its timeout")
+        return real(self, arch, *args, **kwargs)
+
+    monkeypatch.setattr(TrialRunner, "evaluate", failing)
+    first = run_search(cheap_settings(tmp_path, budget="12trials")).trials
+    assert set(first.loc[first["baseline"].isin(names), "state"]) == {"FAIL"}
+    monkeypatch.setattr(TrialRunner, "evaluate", real)
+    again = run_search(cheap_settings(tmp_path, budget="24trials", resume=True)).trials
+    done = again[again["state"] == "COMPLETE"]
+    assert set(done["baseline"]) & names == names
+    assert set(again.loc[again["number"] >= 12, "baseline"]) >= names  # in the second session
+
+
 def test_batched_trial_writes_store_what_unbatched_writes_store(tmp_path: Path) -> None:
     import optuna
 

@@ -213,12 +213,15 @@ class StudyBudget:
 
 
 def _enqueue_first(study: optuna.Study, settings: SearchSettings) -> None:
-    """The baselines and the enqueued architectures (``SearchSettings.first_points``), each once a study."""
+    """The baselines and the enqueued architectures (``SearchSettings.first_points``) the study holds no
+    trial of, or only failed ones: a baseline that failed (a timeout too short for it, a cause since fixed)
+    runs again in the next session, as the failure streak's message promises."""
     space = settings.search_space
-    known = {t.user_attrs.get("baseline") for t in study.get_trials(deepcopy=False)}
+    trials = study.get_trials(deepcopy=False)
+    known = {t.user_attrs.get("baseline") for t in trials if t.state != TrialState.FAIL}
     for name, arch in settings.first_points().items():
         if name not in known:
-            study.enqueue_trial(space.encode(arch), user_attrs={"baseline": name}, skip_if_exists=True)
+            study.enqueue_trial(space.encode(arch), user_attrs={"baseline": name})
 
 
 def _run_one(

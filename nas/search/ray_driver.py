@@ -220,16 +220,20 @@ class BudgetedSearcher(Searcher):
     def _enqueue_new(self) -> None:
         """At a resume, queue the named networks given now (``--enqueue``) that the study has not run, first
         in the inner searcher's Optuna study, as the first session's were (OptunaSearch enqueues its
-        ``points_to_evaluate`` there): the inner searcher suggests them and learns their results. A point
-        queued by an earlier session and not run yet is queued once (``skip_if_exists``)."""
+        ``points_to_evaluate`` there): the inner searcher suggests them and learns their results. A network
+        whose trials all failed is queued again (as on Optuna); one queued or running is not."""
+        import optuna
+
         points = _ENQUEUED.get(self.view)
         study = getattr(self.inner, "_ot_study", None)  # OptunaSearch's study: no public accessor
         if not points or study is None:
             return
-        ran = {entry["attrs"].get("baseline") for entry in self.ledger.trials.values()}
+        ran = {entry["attrs"].get("baseline") for entry in self.ledger.trials.values() if entry["values"]}
+        states = (optuna.trial.TrialState.WAITING, optuna.trial.TrialState.RUNNING)
+        pending = [t.system_attrs.get("fixed_params") or t.params for t in study.get_trials(states=states)]
         for name, params in points.items():
-            if name not in ran:
-                study.enqueue_trial(params, skip_if_exists=True)
+            if name not in ran and params not in pending:
+                study.enqueue_trial(params)
 
     def set_search_properties(self, metric: Any, mode: Any, config: dict, **spec: Any) -> bool:
         return True  # metric and mode are the inner searcher's (declared objectives)
@@ -318,6 +322,9 @@ class BudgetedSearcher(Searcher):
             for name, value in (nested.get("constraints") or {}).items():
                 if told is not None:  # what its sampler (TPE, NSGA-II, GP) reads as feasibility, as on Optuna
                     told.set_constraint(name, float(value))
+            values = [(result or {}).get(o) for o in self.objectives]
+            if any(v is None or math.isnan(v) for v in values):  # a failed trial: FAIL, as on Optuna
+                result, error = None, True  # (OptunaSearch cannot tell NaN, and left it RUNNING for ever)
             self.inner.on_trial_complete(trial_id, result=result, error=error)
         self._record(trial_id, nested)
 
