@@ -196,11 +196,13 @@ def test_a_ray_resume_queues_again_a_baseline_whose_trials_all_failed(tmp_path: 
               **{f"cost/{k}": v for k, v in cost.items()}}  # fmt: skip
     searcher.on_trial_complete("t0", result=failed)
     points = {n: space.encode(a) for n, a in settings.first_points().items()}
-    ray_driver._ENQUEUED[settings.study_name] = points  # what a resumed session's driver sets
+    ray_driver._DRIVING[settings.study_name] = ray_driver._Driving(
+        None, enqueued=points
+    )  # a resumed driver's
     try:
         restored = pickle.loads(pickle.dumps(searcher))  # as Tune restores it
     finally:
-        ray_driver._ENQUEUED.pop(settings.study_name)
+        ray_driver._DRIVING.pop(settings.study_name)
     assert restored.inner._ot_study.trials[0].state == optuna.trial.TrialState.FAIL
     waiting = restored.inner._ot_study.get_trials(states=(optuna.trial.TrialState.WAITING,))
     queued = [t.system_attrs["fixed_params"] for t in waiting]

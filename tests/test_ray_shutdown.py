@@ -4,6 +4,7 @@ process of it outlives the search in a long-lived Python process (a notebook, a 
 from __future__ import annotations
 
 import itertools
+import signal
 from pathlib import Path
 
 import pytest
@@ -36,27 +37,49 @@ def _ray_children() -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("ending", ["budget", "interrupted"])
+@pytest.mark.parametrize("ending", ["budget", "interrupted", "ctrl-c"])
 def test_a_local_ray_is_shut_down_when_the_search_ends(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ending: str
 ) -> None:
+    """Also, a Ctrl-C is an interruption: Tune takes SIGINT itself, saves the experiment and returns from
+    fit(), which the search took for its end (exit 0, "ran no trial"), charging nothing for the trials
+    that were running."""
     import ray
+
+    from nas.search import ray_driver
 
     if ray.is_initialized():  # another test's
         ray.shutdown()
-    if ending == "interrupted":  # Ctrl-C while the driver waits on its trials
+    if ending == "interrupted":  # SIGTERM while the driver waits on its trials
 
         def fit(self):
             assert _ray_children(), "no local Ray was started"
             raise KeyboardInterrupt
 
         monkeypatch.setattr("ray.tune.Tuner.fit", fit)
-    outcome = run_search(cheap_settings(tmp_path, backend="ray", budget="2trials", baselines=False))
-    assert outcome.interrupted == (ending == "interrupted")
+    if ending == "ctrl-c":  # after the first trial ends, the other still running
+        real = ray_driver.BudgetedSearcher.on_trial_complete
+
+        def complete(self, trial_id: str, *args, **kwargs) -> None:
+            real(self, trial_id, *args, **kwargs)
+            signal.raise_signal(signal.SIGINT)  # to Tune's handler, in this (the main) thread
+
+        monkeypatch.setattr(ray_driver.BudgetedSearcher, "on_trial_complete", complete)
+    settings = cheap_settings(tmp_path, backend="ray", budget="4trials", baselines=False, concurrency=2)
+    outcome = run_search(settings)
+    assert outcome.interrupted == (ending != "budget")
     assert not ray.is_initialized()
     assert _ray_children() == []
     if ending == "budget":
-        assert len(outcome.trials) == 2
+        assert len(outcome.trials) == 4
+    if ending == "ctrl-c":
+        ledger = ray_driver.read_ledger(ray_driver.ledger_path(settings))
+        recorded = {entry["number"] for entry in ledger.trials.values()}
+        charged = {
+            int(o["label"].split()[-1]) for o in ledger.overhead if o["label"].startswith("interrupted")
+        }
+        assert 1 <= len(recorded) < 4 and charged and not charged & recorded  # the running trial, charged
+        assert len(outcome.trials) == len(recorded) and outcome.signum is None
 
 
 def _alive(processes: dict[int, bytes]) -> list[str]:

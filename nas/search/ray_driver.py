@@ -14,7 +14,10 @@ budget, the set-up overhead, and each finished trial's record (the trials table 
 budget and each session's wall-clock span rebuilt from it). Tune's results and the searcher's state live in
 ``runs/<study>/ray/``. ``--resume`` continues with ``Tuner.restore`` (errored trials are retried), and a
 trial whose worker process dies is retried up to twice (``FailureConfig``). A trial that fails reports its
-reason and NaN objectives, so it is recorded as failed in the trials table and the search goes on.
+reason and NaN objectives, so it is recorded as failed in the trials table (and told to the inner searcher as
+FAIL) and the search goes on. Tune takes Ctrl-C itself: ``tuner.fit()`` saves the experiment and returns,
+which the driver tells from the searcher's end (it never said FINISHED) and raises as KeyboardInterrupt,
+after charging the trials that were running as overhead.
 
 On a fidelity ladder the searcher decides promotions with the rule the Optuna driver uses
 (:func:`nas.search.fidelity.next_promotion`, over the rung results in its ledger and the rungs it has under
@@ -58,9 +61,22 @@ _NUMBER = "__number"  # the trial's sequence number, added to the config the tra
 _STEP = "__step"  # on a ladder, a promotion's [lineage, rung]
 _REPEAT = "__repeat"  # a suggested architecture the study has a result of: that result (Earlier's fields)
 _RUNNERS: dict[str, TrialRunner] = {}  # this worker process's runner, by its settings
-_LIVE: dict[str, tuple[SearchProgress | None, Session]] = {}  # by study: this session's live view and span
-_STOPPED: dict[str, NothingFeasible] = {}  # by study: why the searcher stopped before the budget ran out
-_ENQUEUED: dict[str, dict[str, dict[str, Any]]] = {}  # by study: a resume's first points, by name, encoded
+
+
+@dataclass
+class _Driving:
+    """What this driver's session shares with its searcher, which Tune pickles with the experiment (a
+    restored one is another object): found by study in :data:`_DRIVING` while ``tuner.fit()`` runs."""
+
+    progress: SearchProgress | None
+    session: Session = field(default_factory=Session)  # this session's span
+    enqueued: dict[str, dict[str, Any]] = field(default_factory=dict)  # a resume's first points, encoded
+    stopped: NothingFeasible | None = None  # why the searcher stopped before the budget ran out
+    finished: bool = False  # the searcher said FINISHED: else fit() returned on a Ctrl-C Tune took
+    running: dict[str, tuple[int, float]] = field(default_factory=dict)  # trial id -> (number, its start)
+
+
+_DRIVING: dict[str, _Driving] = {}
 
 
 def _settings_dict(settings: SearchSettings) -> dict[str, Any]:
@@ -208,7 +224,7 @@ class BudgetedSearcher(Searcher):
 
     def _open(self) -> None:
         """Read the ledger (``run_ray`` wrote this session's budget) and join this session."""
-        self.session = _LIVE.get(self.view, (None, Session()))[1]
+        self.session = _DRIVING[self.view].session if self.view in _DRIVING else Session()
         self.ledger = read_ledger(self.path)
         others = [span for sid, span in self.ledger.sessions.items() if sid != self.session.id]
         self.tracker = self.ledger.tracker(
@@ -224,7 +240,7 @@ class BudgetedSearcher(Searcher):
         whose trials all failed is queued again (as on Optuna); one queued or running is not."""
         import optuna
 
-        points = _ENQUEUED.get(self.view)
+        points = _DRIVING[self.view].enqueued if self.view in _DRIVING else {}
         study = getattr(self.inner, "_ot_study", None)  # OptunaSearch's study: no public accessor
         if not points or study is None:
             return
@@ -239,6 +255,15 @@ class BudgetedSearcher(Searcher):
         return True  # metric and mode are the inner searcher's (declared objectives)
 
     def suggest(self, trial_id: str) -> dict[str, Any] | None:
+        config = self._suggest(trial_id)
+        driving = _DRIVING.get(self.view)
+        if driving is not None and config == Searcher.FINISHED:
+            driving.finished = True
+        elif driving is not None and config is not None:
+            driving.running[trial_id] = (config[_NUMBER], time.time())
+        return config
+
+    def _suggest(self, trial_id: str) -> dict[str, Any] | None:
         if self.stopped is not None:
             return None if self.live else Searcher.FINISHED
         if len(self.live) >= self.max_concurrent:
@@ -261,12 +286,15 @@ class BudgetedSearcher(Searcher):
         self.numbers[trial_id] = number
         if self.ladder is not None:
             self.steps[trial_id] = (promotion.lineage, promotion.rung) if promotion else (number, 0)
-        progress = _LIVE.get(self.view, (None,))[0]
+        progress = self._progress()
         if progress is not None:  # shown from its start; the epochs run on a worker, unseen here
             progress.use_budget(self.tracker)
             rung = self.steps[trial_id][1] if trial_id in self.steps else None
             progress.trial_started(number, rung=rung, arch=self._arch_of(config).key)
         return {**config, _NUMBER: number}
+
+    def _progress(self) -> SearchProgress | None:
+        return _DRIVING[self.view].progress if self.view in _DRIVING else None
 
     def _arch_of(self, config: dict[str, Any]) -> Any:
         """The architecture a suggested config samples."""
@@ -348,14 +376,17 @@ class BudgetedSearcher(Searcher):
         _append(self.path, entry)
         self.ledger.add(entry)
         self.tracker.charge(record.cost)
-        progress = _LIVE.get(self.view, (None,))[0]
-        if progress is not None:
-            progress.trial_done(number, record, self.tracker)
+        driving = _DRIVING.get(self.view)
+        if driving is not None:
+            driving.running.pop(trial_id, None)
+            if driving.progress is not None:
+                driving.progress.trial_done(number, record, self.tracker)
         try:
             self.streak.add(record.rejected, record.metrics, record.repeat_of is not None, record.reason)
         except NothingFeasible as stop:
             self.stopped = str(stop)
-            _STOPPED[self.view] = stop  # raised again by the driver, as the kind it is
+            if driving is not None:
+                driving.stopped = stop  # raised again by the driver, as the kind it is
 
     def save(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "wb") as f:
@@ -586,13 +617,10 @@ def _fit(
 ) -> Any:
     from ray import tune
 
-    _LIVE[settings.study_name] = (
-        progress,
-        Session(),
-    )  # the searcher (pickled with the experiment) finds them
-    if settings.resume:  # and the networks to evaluate first that this session adds
+    driving = _DRIVING[settings.study_name] = _Driving(progress)  # the searcher finds it by study
+    if settings.resume:  # the networks to evaluate first that this session adds
         space = settings.search_space
-        _ENQUEUED[settings.study_name] = {n: space.encode(a) for n, a in settings.first_points().items()}
+        driving.enqueued = {n: space.encode(a) for n, a in settings.first_points().items()}
     if settings.resume and progress is not None:  # the whole study's front, earlier sessions' included
         progress.add_rows(collect_ray(settings)[0].to_dict("records"))
     _start_session(settings, gpus, lambda: started(str(exp)) if started is not None else None)
@@ -617,15 +645,30 @@ def _fit(
                 verbose=0,
             ),
         )
-    _STOPPED.pop(settings.study_name, None)
     try:
         grid = tuner.fit()
+    except KeyboardInterrupt:  # SIGTERM (nas.search.stopping), or a second Ctrl-C
+        _charge_interrupted(settings, driving, gpus)
+        raise
     finally:
-        _LIVE.pop(settings.study_name, None)
-        _ENQUEUED.pop(settings.study_name, None)
-    if settings.study_name in _STOPPED:
-        raise _STOPPED.pop(settings.study_name)
+        _DRIVING.pop(settings.study_name, None)
+    if driving.stopped is not None:
+        raise driving.stopped
+    if not driving.finished:  # Tune takes Ctrl-C itself: fit() saves the experiment and returns
+        _charge_interrupted(settings, driving, gpus)
+        raise KeyboardInterrupt
     return grid
+
+
+def _charge_interrupted(settings: SearchSettings, driving: _Driving, gpus: float) -> None:
+    """The trials running at an interruption, charged as overhead up to now, as on Optuna (they run again
+    at the resume, where Tune restores them)."""
+    now = time.time()
+    for number, start in driving.running.values():
+        cost = TrialCost.of(
+            now - start, gpus=math.ceil(gpus), label=f"interrupted trial {number}", overhead=True
+        )
+        _append(ledger_path(settings), {"overhead": cost.to_dict()})
 
 
 def collect_ray(settings: SearchSettings) -> tuple[Any, str, BudgetTracker]:
