@@ -38,7 +38,7 @@ def _settings(runs: Path, **changes) -> SearchSettings:
             {"dataset": "cifar10"},
             "with dataset fashion-mnist; it cannot be resumed with dataset cifar10",
         ),
-        ({"macs_img_size": 160}, "was searched with MACs counted at the space target px; .* at 160 px"),
+        ({"macs_img_size": 160}, "was searched with MACs counted at 224 px; .* at 160 px"),
         ({"max_macs": "3G"}, "was searched under no limits; it cannot be resumed under macs <= 3G"),
         ({"fidelity": "ladder"}, r"was searched with fidelity \{'fidelity': 'single'\}"),
         (
@@ -102,6 +102,10 @@ def test_a_study_resumes_on_the_proxy_epochs_it_was_searched_with(tmp_path: Path
 def test_how_long_and_where_a_study_runs_may_change(tmp_path: Path) -> None:
     open_study(_settings(tmp_path))
     open_study(_settings(tmp_path, resume=True, budget="1h", seed=3, workers=2, latency_device="cpu"))
+    # MACs counted at the target size, named or not (a study started without it was refused with it)
+    open_study(_settings(tmp_path, resume=True, macs_img_size=224))
+    open_study(_settings(tmp_path / "named", macs_img_size=224))
+    open_study(_settings(tmp_path / "named", resume=True))
 
 
 def test_latency_terms_count_only_where_latency_is_searched(tmp_path: Path) -> None:

@@ -45,6 +45,7 @@ __all__ = [
     "BACKENDS",
     "MAX_SEED",
     "SAMPLERS",
+    "TARGET_IMG_SIZE",
     "SearchSettings",
     "check_study_name",
     "load_config",
@@ -52,6 +53,7 @@ __all__ = [
 ]
 
 BACKENDS = ("optuna", "ray")
+TARGET_IMG_SIZE = 224  # MACs and params are counted at it unless --macs-img-size says otherwise (the papers')
 SAMPLERS = ("nsga2", "tpe", "gp", "random")
 _DEVICE = re.compile(r"cpu|cuda(:[0-9]+)?")
 _STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
@@ -422,7 +424,7 @@ class SearchSettings:
             max_params=None if self.max_params is None else parse_count(self.max_params, "max-params"),
             max_latency=None if self.max_latency is None else parse_ms(self.max_latency),
             at_cost_of=self.at_cost_of,
-            img_size=self.macs_img_size or 224,
+            img_size=self.macs_img_size or TARGET_IMG_SIZE,
         )
 
     @property

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from nas.search.constraints import Limits
+from nas.search.settings import TARGET_IMG_SIZE
 
 __all__ = ["check_terms", "study_terms"]
 
@@ -170,6 +171,8 @@ def _same(name: str, was: Any, now: Any) -> bool:
         return Limits.from_dict(was) == Limits.from_dict(now)
     if name == "latency" and was is not None and now is not None:
         return list(was) == list(now)
+    if name == "macs_img_size":  # unset counts at the target size: the same as giving it
+        return (was or TARGET_IMG_SIZE) == (now or TARGET_IMG_SIZE)
     return was == now
 
 
@@ -181,7 +184,7 @@ def _describe(name: str, value: Any) -> str:
 
         return f"with --narrow {describe(value)}" if value else "over the whole space"
     if name == "macs_img_size":
-        return f"with MACs counted at {value or 'the space target'} px"
+        return f"with MACs counted at {value or TARGET_IMG_SIZE} px"
     if name == "latency":
         if not value:
             return "without latency"

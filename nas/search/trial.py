@@ -58,12 +58,11 @@ from nas.search import stopping
 from nas.search.budget import TrialCost
 from nas.search.failures import TrialTimeout, deadline, failure_reason, release_memory
 from nas.search.fidelity import default_min_images
-from nas.search.settings import SearchSettings
+from nas.search.settings import TARGET_IMG_SIZE, SearchSettings
 
 __all__ = ["Earlier", "TrialRecord", "TrialRunner", "earlier_results", "run_trial"]
 
 Report = Callable[[int, dict[str, float]], None]
-TARGET_IMG_SIZE = 224  # MACs and params are reported for the network as the papers count it
 
 
 @dataclass(frozen=True)
