@@ -111,8 +111,22 @@ def test_how_long_and_where_a_study_runs_may_change(tmp_path: Path) -> None:
 def test_latency_terms_count_only_where_latency_is_searched(tmp_path: Path) -> None:
     limited = _settings(tmp_path, max_latency="5ms", latency_batch=1)
     open_study(limited)
-    with pytest.raises(ValueError, match=r"with latency on the search device at batch 1; .* at batch 8"):
+    with pytest.raises(ValueError, match=r"with latency on cpu at batch 1; .* on cpu at batch 8"):
         open_study(_settings(tmp_path, resume=True, max_latency="5ms", latency_batch=8))
+    open_study(_settings(tmp_path, resume=True, max_latency="5ms", latency_device="cpu"))  # where it was
+
+
+def test_latency_is_a_term_of_the_device_it_was_measured_on(tmp_path: Path, monkeypatch) -> None:
+    """Recorded unresolved (None: "the search's device"), a study measured on a GPU resumed on a CPU
+    machine, mixing the two devices' latencies in one front."""
+    import torch
+
+    with monkeypatch.context() as gpu:
+        gpu.setattr(torch.cuda, "is_available", lambda: True)
+        open_study(_settings(tmp_path, max_latency="5ms"))  # the trials, and latency, on cuda
+    with pytest.raises(ValueError, match=r"with latency on cuda:0 at batch 1; .* with latency on cpu"):
+        open_study(_settings(tmp_path, resume=True, max_latency="5ms"))
+    open_study(_settings(tmp_path, resume=True, max_latency="5ms", latency_device="cuda"))  # as measured
 
 
 def test_a_study_from_before_the_terms_records_them_at_its_resume(tmp_path: Path) -> None:

@@ -51,7 +51,7 @@ def study_terms(settings: Any) -> dict[str, Any]:
         "proxy_profile": _profile_fields(settings),
         "dataset": f"{kind}:{Path(folder).expanduser().resolve()}" if folder else settings.dataset,
         "macs_img_size": settings.macs_img_size,
-        "latency": [settings.latency_device, settings.latency_batch] if settings.measures_latency else None,
+        "latency": [_latency_device(settings), settings.latency_batch] if settings.measures_latency else None,
     }
 
 
@@ -166,11 +166,30 @@ def _fidelity(settings: Any) -> dict[str, Any]:
     }
 
 
+def _latency_device(settings: Any) -> str:
+    """Where latency is measured: ``--latency-device``, else where the trials run (under Ray, on the GPU a
+    trial holds, if it holds one), so a study measured on a GPU does not resume measuring on a CPU."""
+    if settings.latency_device is not None:
+        return _cuda0(settings.latency_device)
+    if settings.backend == "ray":
+        from nas.search.preflight import trial_gpus
+
+        return "cuda:0" if trial_gpus(settings) else "cpu"
+    from nas.search.trial import TrialRunner
+
+    return _cuda0(str(TrialRunner(settings).device))
+
+
+def _cuda0(device: str) -> str:
+    return "cuda:0" if device == "cuda" else device
+
+
 def _same(name: str, was: Any, now: Any) -> bool:
     if name == "limits":
         return Limits.from_dict(was) == Limits.from_dict(now)
     if name == "latency" and was is not None and now is not None:
-        return list(was) == list(now)
+        (device, batch), (device_now, batch_now) = was, now  # a device None: recorded unresolved, before
+        return batch == batch_now and (device is None or _cuda0(device) == _cuda0(device_now))
     if name == "macs_img_size":  # unset counts at the target size: the same as giving it
         return (was or TARGET_IMG_SIZE) == (now or TARGET_IMG_SIZE)
     return was == now
