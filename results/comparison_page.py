@@ -18,7 +18,7 @@ import pandas as pd
 from nas.search.budget import human_seconds
 from results.analysis import COST_AXES
 from results.comparison import Comparison, group_value
-from results.page import CSS, html_table, write_text
+from results.page import CSS, check_outputs, html_table, write_text
 from results.plots import axes_pairs, axis_label, point_text, short_value, trials_trace
 
 __all__ = ["groups_shown", "write_comparison"]
@@ -34,6 +34,7 @@ def write_comparison(comparison: Comparison, out: str | Path) -> list[Path]:
         raise ValueError(f"out: {out} must end in .html (the table is written beside it, as .csv)")
     if not out.parent.is_dir():
         raise ValueError(f"out: {out.parent} is not a folder")
+    check_outputs(out, out.with_suffix(".csv"), out.with_suffix(".groups.csv"))
     table = comparison.table()
     groups = comparison.group_table() if comparison.by else None
     figures = [_fronts_figure(comparison, x, y) for x, y in axes_pairs(comparison.studies[0].analysis)]

@@ -11,7 +11,7 @@ import pandas as pd
 
 from nas.atomic import replaced
 
-__all__ = ["CSS", "html_table", "write_text"]
+__all__ = ["CSS", "check_outputs", "html_table", "write_text"]
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 24px; color: #222; max-width: 1200px; }
@@ -49,6 +49,18 @@ def html_table(frame: pd.DataFrame, links: dict[str, str] | None = None) -> str:
 
 
 def write_text(path: Path, text: str) -> None:
-    """``text`` into ``path``, whole or not at all (written beside it, then renamed over it)."""
-    with replaced(path) as tmp:
-        tmp.write_text(text)
+    """``text`` into ``path``, whole or not at all (written beside it, then renamed over it); ValueError in
+    one sentence where it cannot be written."""
+    try:
+        with replaced(path) as tmp:
+            tmp.write_text(text)
+    except OSError as err:
+        raise ValueError(f"cannot write {path}: {err.strerror or err}") from None
+
+
+def check_outputs(*paths: Path) -> None:
+    """ValueError in one sentence if an output's path is a folder, before any of them is written (so a
+    refused page leaves its earlier outputs as they were)."""
+    for path in paths:
+        if Path(path).is_dir():
+            raise ValueError(f"cannot write {path}: it is a folder")

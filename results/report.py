@@ -47,7 +47,7 @@ from results.analysis import (
 )
 from results.arch_drawing import arch_svg
 from results.importance import FRONT, ChoiceImportance
-from results.page import CSS, html_table, write_text
+from results.page import CSS, check_outputs, html_table, write_text
 from results.plots import axes_pairs, axis_label, hypervolume_figure, scatter_figure, shown_value, write_png
 from results.store import why_no_front
 
@@ -58,6 +58,7 @@ def write_report(run_dir: str | Path) -> Path:
     """Write ``report.html``, ``pareto.png`` and ``pareto.csv`` into ``run_dir``; returns the HTML's path."""
     run_dir = Path(run_dir)
     frame, manifest = load_run(run_dir)
+    check_outputs(*(run_dir / name for name in ("pareto.csv", "pareto.png", "report.html")))
     analysis = analyse(frame, manifest)
     if (analysis.frame["state"] == "COMPLETE").any():  # before, the point is a placeholder (no values)
         _store_reference(run_dir, manifest, analysis.reference)

@@ -160,6 +160,23 @@ def test_the_reference_point_is_fixed_only_once_a_trial_completed(tmp_path: Path
     )
 
 
+def test_an_output_that_is_a_folder_is_one_sentence_and_nothing_is_written(tmp_path: Path) -> None:
+    """A report.html that is a folder stopped the report with a traceback after pareto.csv and pareto.png
+    were rewritten; a page that cannot be written is one sentence."""
+    from results.page import write_text
+
+    run = _hand_made_run(tmp_path / "run")
+    write_report(run)
+    written = {name: (run / name).stat().st_mtime_ns for name in ("pareto.csv", "pareto.png")}
+    (run / "report.html").unlink()
+    (run / "report.html").mkdir()
+    with pytest.raises(ValueError, match=r"cannot write .*report.html: it is a folder"):
+        write_report(run)
+    assert {name: (run / name).stat().st_mtime_ns for name in written} == written
+    with pytest.raises(ValueError, match=r"cannot write .*/nowhere/page.html: No such file or directory"):
+        write_text(tmp_path / "nowhere" / "page.html", "<p>")
+
+
 def test_missing_run_directory_is_one_sentence(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"no manifest\.json"):
         write_report(tmp_path)
