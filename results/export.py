@@ -32,7 +32,7 @@ from nas.atomic import scratch_folder
 from nas.search.objectives import parse_objectives
 from results.analysis import load_run
 from results.pareto import pareto_front
-from results.store import at_top_rung, completed_trial, feasible_rows, top_rung
+from results.store import at_top_rung, completed_trial, feasible_rows, top_rung, why_no_front
 
 __all__ = ["export_trials", "front_numbers", "prune_weights"]
 
@@ -96,17 +96,19 @@ def export_trials(
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     frame, manifest = load_run(run_dir)
     settings = manifest["settings"]
-    numbers = (
-        list(trials)
-        if trials is not None
-        else front_numbers(frame, settings["objectives"], top_rung(settings))
-    )
+    top = top_rung(settings)
+    numbers = list(trials) if trials is not None else front_numbers(frame, settings["objectives"], top)
+    if not numbers:
+        raise ValueError(
+            f"pareto: study {manifest.get('study')!r} has no front to export ({why_no_front(frame, top)})"
+        )
     # every trial is checked before anything is written: a bad one exports none
-    rows = [(int(n), completed_trial(frame, int(n), manifest.get("study"), "export")) for n in numbers]
+    numbers = list(dict.fromkeys(int(n) for n in numbers))  # a trial named twice is exported once
+    rows = [(n, completed_trial(frame, n, manifest.get("study"), "export")) for n in numbers]
     staging = scratch_folder(out_dir, "out")  # each trial's folder is made complete here first
     try:
         for number, row in rows:
-            _export_one(run_dir, staging / f"trial_{number}", row, fmt)
+            _export_one(run_dir, staging / f"trial_{number}", row, fmt, _superseded(frame, row))
         out_dir.mkdir(parents=True, exist_ok=True)
         for number, _ in rows:
             _put(staging / f"trial_{number}", out_dir / f"trial_{number}", staging)
@@ -131,7 +133,16 @@ def _put(source: Path, target: Path, staging: Path) -> None:
         raise
 
 
-def _export_one(run_dir: Path, target: Path, row: pd.Series, fmt: str) -> None:
+def _superseded(frame: pd.DataFrame, row: pd.Series) -> bool:
+    """Whether a higher rung of ``row``'s ladder lineage completed: the lineage's rungs keep one weights file
+    (by architecture), which then holds that rung's training, not this one's."""
+    if "lineage" not in frame or pd.isna(row.get("rung")):
+        return False
+    lineage = frame[(frame["lineage"] == row["lineage"]) & (frame["state"] == "COMPLETE")]
+    return bool((pd.to_numeric(lineage["rung"], errors="coerce") > float(row["rung"])).any())
+
+
+def _export_one(run_dir: Path, target: Path, row: pd.Series, fmt: str, superseded: bool = False) -> None:
     from nas.arch import Arch
 
     target.mkdir()
@@ -141,8 +152,8 @@ def _export_one(run_dir: Path, target: Path, row: pd.Series, fmt: str) -> None:
     (target / "trial.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
     name = row.get("weights")
     source = run_dir / "weights" / str(name) if isinstance(name, str) and name else None
-    if source is None or not source.exists():
-        return  # the architecture only: weights were not kept (off the front, or no training)
+    if source is None or not source.exists() or superseded:
+        return  # the architecture only: weights not kept (off the front, no training, or a higher rung's)
     shutil.copyfile(source, target / "model.pt")
     if fmt != "none":
         from nas.create import load_model_file, model_of_payload

@@ -207,3 +207,41 @@ def test_the_exported_front_is_of_feasible_trials_as_the_report_draws_it() -> No
     assert front_numbers(table.drop(columns="feasible"), ["top1:max", "macs:min"]) == [0, 1, 2, 3]
     as_text = table.astype({"feasible": str})  # "False", as a table read back without types gives it
     assert front_numbers(as_text, ["top1:max", "macs:min"]) == [1, 2, 3]
+
+
+def _ladder_run(run: Path) -> Path:
+    """A hand-made laddered study: lineage 0 at rungs 0 and 1 (both complete, one weights file, as a search
+    keeps it: by architecture), and trial 2, which failed at rung 0."""
+    from results.store import frame_from_rows, save_trials, trial_row
+
+    arch = get_space("coatnet").baselines()["CoAtNet-0"].arch
+    rows = []
+    for number, rung, top1 in ((0, 0, 40.0), (1, 1, 60.0)):
+        attrs = {"arch": arch.key, "arch_json": arch.to_json(), "rung": rung, "lineage": 0,
+                 "metrics": {"top1": top1, "macs": 4e9, "weights": "w.pt"}}  # fmt: skip
+        rows.append(trial_row(number, "COMPLETE", attrs, {"top1": top1, "macs": 4e9}))
+    rows.append(trial_row(2, "FAIL", {"fail_reason": "diverged", "rung": 0, "lineage": 2}))
+    (run / "weights").mkdir(parents=True)
+    (run / "weights" / "w.pt").write_bytes(b"rung 1's training")
+    save_trials(frame_from_rows(rows, ["top1", "macs"]), run)
+    settings = {"objectives": ["top1:max", "macs:min"], "fidelity": "ladder", "rungs": 3}
+    (run / "manifest.json").write_text(json.dumps({"study": "lad", "space": "coatnet", "settings": settings}))
+    return run
+
+
+def test_a_lower_rung_exports_no_weights_of_a_higher_one(tmp_path: Path) -> None:
+    """The rungs of a lineage share one weights file, which holds the highest rung's training: exporting
+    trial 0 (rung 0) gave rung 1's network as its model.pt."""
+    run = _ladder_run(tmp_path / "run")
+    folders = export_trials(run, tmp_path / "out", trials=[0, 1, 1], fmt="none")  # 1 named twice: once
+    assert [f.name for f in folders] == ["trial_0", "trial_1"]
+    assert not (folders[0] / "model.pt").exists() and (folders[0] / "arch.json").exists()
+    assert (folders[1] / "model.pt").read_bytes() == b"rung 1's training"
+
+
+def test_exporting_an_empty_front_is_one_sentence(tmp_path: Path) -> None:
+    """No trial reached the ladder's top rung (2): ``--pareto`` exported nothing and said nothing, exit 0."""
+    run = _ladder_run(tmp_path / "run")
+    with pytest.raises(ValueError, match=r"has no front to export \(no trial has reached the ladder's top"):
+        export_trials(run, tmp_path / "out", trials=None, fmt="none")
+    assert not (tmp_path / "out").exists()
