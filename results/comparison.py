@@ -220,15 +220,19 @@ def _study(
     )
 
 
-_LOST = re.compile(r"lost trial (\d+)")  # the label nas.search.liveness gives a lost trial's charge
+# a trial's charge: "trial 3", "rejected trial 3", "lost trial 3", "interrupted trial 3" (nas.search)
+_TRIAL = re.compile(r"(?:[a-z]+ )?trial (\d+)")
 
 
 def _spent(manifest: dict[str, Any], analysis: Analysis) -> tuple[float, list[float]]:
     """The study's set-up overhead, and the device-seconds it had spent by each row of its table: the
-    set-up first, then the trials' charges, a lost trial's at the row of its number (or the next row, or the
-    last)."""
+    set-up first, then the trials' charges (each row's own, rejected, repeated and lost ones included), and
+    a trial's overhead charge that no row carries (a Ray trial interrupted while it ran) at the row of its
+    number (or the next row, or the last)."""
     charges = ((manifest.get("budget") or {}).get("spent") or {}).get("charges") or []
     numbers = [int(n) for n in analysis.frame["number"]]
+    own = analysis.frame["charge"] if "charge" in analysis.frame else [None] * len(numbers)
+    carried = {n for n, c in zip(numbers, pd.to_numeric(own, errors="coerce"), strict=True) if pd.notna(c)}
     setup, placed = 0.0, [0.0] * len(numbers)
     last = len(numbers) - 1 if numbers else None
     for charge in charges:
@@ -238,8 +242,10 @@ def _spent(manifest: dict[str, Any], analysis: Analysis) -> tuple[float, list[fl
             seconds = float(charge["seconds"]) * float(charge.get("devices", 1))
         except (KeyError, TypeError, ValueError):
             continue
-        lost = _LOST.fullmatch(str(charge.get("label", "")))
-        row = next((i for i, n in enumerate(numbers) if n >= int(lost.group(1))), last) if lost else None
+        trial = _TRIAL.fullmatch(str(charge.get("label", "")))
+        if trial and int(trial.group(1)) in carried:
+            continue  # its row's charge holds it (counting it here too counted it twice)
+        row = next((i for i, n in enumerate(numbers) if n >= int(trial.group(1))), last) if trial else None
         if row is None:
             setup += seconds
         else:

@@ -75,7 +75,7 @@ def test_hypervolumes_are_on_one_box_and_compare_at_equal_device_time(studies: P
     assert comparison.differences == []
 
 
-def test_set_up_is_spent_before_the_first_trial_and_a_lost_trial_where_it_ran(
+def test_set_up_is_spent_before_the_first_trial_and_a_trials_charge_once_where_it_ran(
     studies: Path, tmp_path: Path
 ) -> None:
     """A one-shot study's supernet training (an overhead charge) comes first on the device-time axis."""
@@ -91,16 +91,22 @@ def test_set_up_is_spent_before_the_first_trial_and_a_lost_trial_where_it_ran(
     plain, charged = compare([studies / "random", copy]).studies
     assert charged.overhead == 100.0 and charged.spent == pytest.approx([s + 100.0 for s in plain.spent])
     assert charged.hypervolume == plain.hypervolume
-    # a lost trial's charge (overhead too) was spent where that trial ran, not before the first trial
+    # a trial's overhead charge that its row carries (rejected, repeated, lost) is counted once: it was
+    # counted twice, as set-up too, so a study of many rejections had spent them before its first trial
     numbers = list(plain.analysis.frame["number"])
-    manifest["budget"]["spent"]["charges"].append(
-        {"seconds": 7.0, "devices": 1, "device": "cpu", "label": f"lost trial {numbers[3]}", "overhead": True}
-    )
+    row = {"seconds": 7.0, "devices": 1, "device": "cpu", "overhead": True}
+    manifest["budget"]["spent"]["charges"].append({**row, "label": f"rejected trial {numbers[3]}"})
     (copy / "manifest.json").write_text(json.dumps(manifest))
-    _, lost = compare([studies / "random", copy]).studies
-    assert lost.overhead == 100.0
-    expected = [s + 100.0 + (7.0 if i >= 3 else 0.0) for i, s in enumerate(plain.spent)]
-    assert lost.spent == pytest.approx(expected)
+    _, carried = compare([studies / "random", copy]).studies
+    assert carried.overhead == 100.0 and carried.spent == pytest.approx([s + 100.0 for s in plain.spent])
+    # one no row carries (a Ray trial interrupted while it ran) was spent where that trial ran
+    gone = max(numbers) + 1
+    manifest["budget"]["spent"]["charges"].append({**row, "label": f"interrupted trial {gone}"})
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    _, interrupted = compare([studies / "random", copy]).studies
+    assert interrupted.overhead == 100.0
+    expected = [s + 100.0 + (7.0 if i == len(numbers) - 1 else 0.0) for i, s in enumerate(plain.spent)]
+    assert interrupted.spent == pytest.approx(expected)
 
 
 def test_what_the_studies_measure_differently_is_named(studies: Path) -> None:
