@@ -866,7 +866,12 @@ def train(
     download: Annotated[
         bool, typer.Option("--download", help="Download the dataset with torchvision if no copy is found.")
     ] = False,
-    space: Annotated[str, typer.Option(help="Space whose profile scales the network.")] = "coatnet",
+    space: Annotated[
+        str | None,
+        typer.Option(
+            help="Space whose profile scales the network. \\[default: the space that holds it, else coatnet]"
+        ),
+    ] = None,
     profile: Annotated[
         str | None, typer.Option(help="cpu | gpu | full. \\[default: full with CUDA, else cpu]")
     ] = None,
@@ -904,13 +909,16 @@ def train(
         given = {"randaugment": randaugment, "mixup": mixup, "cutmix": cutmix, "ema_decay": ema_decay}
         config = _train_config(epochs, batch_size, train_samples, lr, recipe, given, seed=seed)
         built = resolve_arch(arch)
+        space = space or _space_of(built)
         name = profile or ("full" if pick_device().type == "cuda" else "cpu")
         prof = get_space(space).profile(name)
         data = load_dataset(dataset, img_size=prof.img_size, data_dir=data_dir, seed=seed, download=download)
         default = Path(arch).stem if arch.endswith(".json") else weights_name(built).removesuffix(".pt")
         target = Path(out) if out else Path("runs") / "train" / default
         os.rmdir(scratch_folder(target, "out"))  # refused before the run is announced
-        console.print(f"training {prof.apply(built).key} ({name} profile, {prof.img_size} px) -> {target}")
+        console.print(
+            f"training {prof.apply(built).key} ({space} {name} profile, {prof.img_size} px) -> {target}"
+        )
         with TrainView(console, epochs) as view:
             result = train_arch(
                 built,
@@ -924,6 +932,24 @@ def train(
             )
     console.print(f"top-1 {result['top1']:.2f}% after {result['epochs']} epochs")
     console.print(f"model: {result['model_file']}")
+
+
+def _space_of(arch: Any) -> str:
+    """The space that holds ``arch``, whose profile the search scaled it by (an exported sasa network trained
+    under coatnet's profile was another network); coatnet where none does."""
+    from search_spaces import get_space, list_spaces
+
+    holding = []
+    for name in list_spaces():
+        with contextlib.suppress(ValueError):  # a plugin that does not load holds nothing
+            if get_space(name).contains(arch):
+                holding.append(name)
+    if len(holding) > 1:
+        raise ValueError(
+            f"space: the architecture is in the {' and '.join(holding)} spaces, whose profiles scale it "
+            "differently; give --space"
+        )
+    return holding[0] if holding else "coatnet"
 
 
 def _train_config(

@@ -111,6 +111,22 @@ def test_cli_trains_an_arch_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert again.exit_code == 2 and "--resume" in again.output
 
 
+def test_an_exported_network_trains_under_its_own_spaces_profile(tmp_path: Path) -> None:
+    """``nas train`` scaled every network by coatnet's profile unless told ``--space``: a sasa export
+    trained as another network (depth 0.2 of the search's 0.5), with no word of it."""
+    from nas.cli import _space_of
+
+    sasa = get_space("sasa").baselines()["ResNet-26 conv"].arch
+    assert (_space_of(sasa), _space_of(ARCH)) == ("sasa", "coatnet")
+    arch_file = tmp_path / "arch.json"
+    arch_file.write_text(sasa.to_json())
+    small = ["--epochs", "1", "--train-samples", "32", "--batch-size", "32", "--out", str(tmp_path / "run")]
+    result = CliRunner().invoke(app, ["train", str(arch_file), *small])
+    searched = get_space("sasa").profile("cpu").apply(sasa).key
+    said = " ".join(result.output.split())  # as one line, however the console wrapped it
+    assert result.exit_code == 0 and f"training {searched} (sasa cpu profile" in said, result.output
+
+
 def test_coatnet_recipe_trains_and_resumes_bit_for_bit(fashion: DataSplit, tmp_path: Path) -> None:
     config = FullTrainConfig(
         **{**RECIPES["coatnet"], "ema_decay": 0.9},
