@@ -120,6 +120,20 @@ def check_batch(data: DataSplit, train_samples: int | None, batch_size: int, ask
         )
 
 
+def check_batches(
+    data: DataSplit, train_samples: int | None, batch_size: int, wanted: int, asker: str
+) -> None:
+    """ValueError in one sentence if ``wanted`` batches of the training images a run uses are more than
+    those images make: they would be cut short to that, without a word."""
+    used = len(data.train) if train_samples is None else min(train_samples, len(data.train))
+    whole = used // batch_size
+    if wanted > whole:
+        raise ValueError(
+            f"evaluator-config: {asker} {wanted:,} batches of {batch_size}, but the {used:,} training images "
+            f"a run uses make {whole:,}; give at most {whole:,}"
+        )
+
+
 def loaders(
     split: DataSplit,
     batch_size: int,

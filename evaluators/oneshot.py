@@ -43,7 +43,7 @@ from timm.optim import create_optimizer_v2
 from timm.scheduler import create_scheduler_v2
 
 from evaluators.amp import amp_dtype, autocast, grad_scaler
-from evaluators.batches import check_batch, check_holds, check_profile_holds, loaders
+from evaluators.batches import check_batch, check_batches, check_holds, check_profile_holds, loaders
 from evaluators.checkpoint import load_checkpoint, restoring, save_checkpoint
 from evaluators.complexity import pick_device
 from evaluators.data import DataSplit
@@ -146,6 +146,10 @@ def check_setup(
     check_holds(data, "training", config.train_samples, "evaluator-config's train_samples asks for", fewer)
     check_profile_holds(data, profile, training=False)  # the supernet trains on the config's images
     check_batch(data, config.train_samples, config.batch_size, "evaluator-config's batch_size")
+    wanted = config.bn_batches + config.finetune_steps  # the scoring's, from one pass of the training images
+    check_batches(
+        data, config.train_samples, config.batch_size, wanted, "bn_batches + finetune_steps ask for"
+    )
 
 
 def check_supernet(

@@ -54,7 +54,7 @@ from timm.optim import create_optimizer_v2
 from timm.scheduler import create_scheduler_v2
 
 from evaluators.amp import amp_dtype, autocast, grad_scaler
-from evaluators.batches import calibration_batches, check_batch, check_profile_holds, loaders
+from evaluators.batches import calibration_batches, check_batch, check_batches, check_profile_holds, loaders
 from evaluators.checkpoint import load_checkpoint, restoring, save_checkpoint
 from evaluators.complexity import pick_device
 from evaluators.data import DataSplit
@@ -159,6 +159,8 @@ def check_split(config: TrainConfig | None, *, profile: ProxyProfile, data: Data
     (each trial would fail, charged to the budget), before a search writes its study."""
     check_profile_holds(data, profile)
     check_batch(data, profile.train_samples, profile.batch_size, f"the {profile.name} profile's")
+    wanted = (config or TrainConfig()).bn_recalibration
+    check_batches(data, profile.train_samples, profile.batch_size, wanted, "bn_recalibration asks for")
 
 
 @dataclass(frozen=True)

@@ -217,6 +217,15 @@ BAD_CONFIGS: dict[str, str | bytes] = {
     "proxy-smoothing.toml": 'evaluator = "proxy"\n[evaluator-config]\nlabel_smoothing = 1.5\n',
     "proxy-grad-clip.yaml": "evaluator: proxy\nevaluator-config: {grad_clip: -1.0}\n",
     "oneshot-finetune-lr.yaml": "evaluator: oneshot\nevaluator-config: {finetune_lr: 0.0}\n",
+    # more batches than the run's training images make: cut short without a word (recalibration skipped)
+    "oneshot-scoring.yaml": "evaluator: oneshot\nevaluator-config: {bn_batches: 99, finetune_steps: 101}",
+    "proxy-recalibration.yaml": "evaluator: proxy\nevaluator-config: {bn_recalibration: 5000}\n",
+}
+# refused by the search's preflight, against the data (SearchSettings alone accepts them)
+PREFLIGHT_CONFIG_MESSAGES = {
+    "oneshot-scoring.yaml": "evaluator-config: bn_batches + finetune_steps ask for 200 batches of "
+    "64, but the 10,000 training images a run uses make 156; give at most 156",
+    "proxy-recalibration.yaml": "evaluator-config: bn_recalibration asks for 5,000 batches of 128, but the",
 }
 CONFIG_MESSAGES = {
     "bomb.yaml": "bomb.yaml': holds more than 10,000 values, YAML aliases counted each time they are used",
@@ -549,7 +558,7 @@ SIZE_CASES = [
             message,
             id=f"search-config-{name}",
         )
-        for name, message in CONFIG_MESSAGES.items()
+        for name, message in {**CONFIG_MESSAGES, **PREFLIGHT_CONFIG_MESSAGES}.items()
     ),
 ]
 
