@@ -196,9 +196,7 @@ def test_a_ray_resume_queues_again_a_baseline_whose_trials_all_failed(tmp_path: 
               **{f"cost/{k}": v for k, v in cost.items()}}  # fmt: skip
     searcher.on_trial_complete("t0", result=failed)
     points = {n: space.encode(a) for n, a in settings.first_points().items()}
-    ray_driver._DRIVING[settings.study_name] = ray_driver._Driving(
-        None, enqueued=points
-    )  # a resumed driver's
+    ray_driver._DRIVING[settings.study_name] = ray_driver._Driving(None, enqueued=points)  # as on a resume
     try:
         restored = pickle.loads(pickle.dumps(searcher))  # as Tune restores it
     finally:

@@ -224,7 +224,7 @@ class BudgetedSearcher(Searcher):
 
     def _open(self) -> None:
         """Read the ledger (``run_ray`` wrote this session's budget) and join this session."""
-        self.session = _DRIVING[self.view].session if self.view in _DRIVING else Session()
+        self.session = self._driving().session
         self.ledger = read_ledger(self.path)
         others = [span for sid, span in self.ledger.sessions.items() if sid != self.session.id]
         self.tracker = self.ledger.tracker(
@@ -240,7 +240,7 @@ class BudgetedSearcher(Searcher):
         whose trials all failed is queued again (as on Optuna); one queued or running is not."""
         import optuna
 
-        points = _DRIVING[self.view].enqueued if self.view in _DRIVING else {}
+        points = self._driving().enqueued
         study = getattr(self.inner, "_ot_study", None)  # OptunaSearch's study: no public accessor
         if not points or study is None:
             return
@@ -256,11 +256,10 @@ class BudgetedSearcher(Searcher):
 
     def suggest(self, trial_id: str) -> dict[str, Any] | None:
         config = self._suggest(trial_id)
-        driving = _DRIVING.get(self.view)
-        if driving is not None and config == Searcher.FINISHED:
-            driving.finished = True
-        elif driving is not None and config is not None:
-            driving.running[trial_id] = (config[_NUMBER], time.time())
+        if config == Searcher.FINISHED:
+            self._driving().finished = True
+        elif config is not None:
+            self._driving().running[trial_id] = (config[_NUMBER], time.time())
         return config
 
     def _suggest(self, trial_id: str) -> dict[str, Any] | None:
@@ -286,15 +285,16 @@ class BudgetedSearcher(Searcher):
         self.numbers[trial_id] = number
         if self.ladder is not None:
             self.steps[trial_id] = (promotion.lineage, promotion.rung) if promotion else (number, 0)
-        progress = self._progress()
+        progress = self._driving().progress
         if progress is not None:  # shown from its start; the epochs run on a worker, unseen here
             progress.use_budget(self.tracker)
             rung = self.steps[trial_id][1] if trial_id in self.steps else None
             progress.trial_started(number, rung=rung, arch=self._arch_of(config).key)
         return {**config, _NUMBER: number}
 
-    def _progress(self) -> SearchProgress | None:
-        return _DRIVING[self.view].progress if self.view in _DRIVING else None
+    def _driving(self) -> _Driving:
+        """The state this session shares with its driver (a searcher outside ``run_ray`` gets its own)."""
+        return _DRIVING.get(self.view) or _Driving(None)
 
     def _arch_of(self, config: dict[str, Any]) -> Any:
         """The architecture a suggested config samples."""
@@ -376,17 +376,15 @@ class BudgetedSearcher(Searcher):
         _append(self.path, entry)
         self.ledger.add(entry)
         self.tracker.charge(record.cost)
-        driving = _DRIVING.get(self.view)
-        if driving is not None:
-            driving.running.pop(trial_id, None)
-            if driving.progress is not None:
-                driving.progress.trial_done(number, record, self.tracker)
+        driving = self._driving()
+        driving.running.pop(trial_id, None)
+        if driving.progress is not None:
+            driving.progress.trial_done(number, record, self.tracker)
         try:
             self.streak.add(record.rejected, record.metrics, record.repeat_of is not None, record.reason)
         except NothingFeasible as stop:
             self.stopped = str(stop)
-            if driving is not None:
-                driving.stopped = stop  # raised again by the driver, as the kind it is
+            driving.stopped = stop  # raised again by the driver, as the kind it is
 
     def save(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "wb") as f:
