@@ -30,9 +30,11 @@ TEST_WORKERS ?= 2
 test: setup
 	$(PY) -X faulthandler -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
+# ruff, then the layers (pyproject.toml's import-linter contract: imports run downward only)
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 format: setup
 	$(VENV)/bin/ruff format .

@@ -1,7 +1,7 @@
 """evaluators: what an architecture costs and how well it learns, knowing nothing of Optuna or Ray.
 
 Cost models (params, MACs via fvcore, measured latency), data, proxy training, one-shot supernet training and
-zero-cost baselines live here; each takes an :class:`nas.arch.Arch` and returns numbers. The registry of
+zero-cost baselines live here; each takes an :class:`nas.core.arch.Arch` and returns numbers. The registry of
 evaluators a search can use (:mod:`evaluators.registry`) imports no torch, so the cost-model names below are
 loaded on first use.
 """

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from nas.bounds import shown
+from nas.core.bounds import shown
 
 __all__ = ["RandAugmentBatch", "host_rng", "rand_augment"]
 

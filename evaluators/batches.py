@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader
 
 from evaluators.augment import RandAugmentBatch, rand_augment
 from evaluators.data import DataSplit, FileImages, TensorImages, match_channels
-from nas.option_names import setting
+from nas.core.option_names import setting
 
 __all__ = ["TensorBatches", "calibration_batches", "loaders"]
 

@@ -3,7 +3,8 @@
 A checkpoint is a dict of tensors and plain values (numbers, strings, None, and lists, tuples and dicts of
 them): model, optimizer and grad-scaler state dicts, torch generator states as the byte tensors
 ``get_state()`` returns, Python ``random``'s state as the tuple of ints ``getstate()`` returns.
-:func:`save_checkpoint` writes one atomically (:func:`nas.atomic.replaced`); :func:`load_checkpoint` reads it
+:func:`save_checkpoint` writes one atomically (:func:`nas.core.atomic.replaced`); :func:`load_checkpoint`
+reads it
 with ``torch.load(weights_only=True)``, whose unpickler builds only those types and calls no function the
 file names, so a crafted file cannot run code (DESIGN: no user-reachable file is unpickled).
 
@@ -24,7 +25,7 @@ from typing import Any
 
 import torch
 
-from nas.atomic import replaced
+from nas.core.atomic import replaced
 
 __all__ = ["load_checkpoint", "restoring", "save_checkpoint"]
 

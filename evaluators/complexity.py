@@ -15,7 +15,8 @@ this module registers handlers for every one of them:
   explicitly zero, so that anything left in ``unsupported_ops`` is an op whose cost nobody has accounted for.
 
 :func:`count` does not trace the whole network. A network is its stem, its blocks and its head, each of which
-sees an input whose shape :func:`nas.model.plan_blocks` knows, and every block after the first of a stage is
+sees an input whose shape :func:`nas.core.model.plan_blocks` knows, and every block after the first of a
+stage is
 the first's twin (same channels, stride 1, same map, same mixer). So ``count`` traces each *distinct* part
 once, alone, on an input of its shape (the stem on the image; a block on ``in_dim`` channels at its input
 size; the head on the last feature map, global pool included) and multiplies. MACs and parameter counts
@@ -76,8 +77,8 @@ with warnings.catch_warnings():  # fvcore's import scripts a loss function, whic
     from fvcore.nn.jit_handles import get_shape
 
 from evaluators.part_costs import PartCosts, part_key
-from nas.arch import Arch, Head, Stem
-from nas.model import (
+from nas.core.arch import Arch, Head, Stem
+from nas.core.model import (
     BlockSpec,
     NasNet,
     SkipMetaInit,
@@ -88,7 +89,7 @@ from nas.model import (
     head_layers,
     plan_blocks,
 )
-from nas.ops import STEMS
+from nas.core.ops import STEMS
 
 __all__ = [
     "CONVENTIONS",

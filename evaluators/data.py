@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import Dataset
 
-from nas.option_names import option
+from nas.core.option_names import option
 
 __all__ = [
     "DATASETS",

@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from nas.bounds import MAX_EPOCHS, number, shown, whole
+from nas.core.bounds import MAX_EPOCHS, number, shown, whole
 
 __all__ = ["MAX_LR", "check_training"]
 

@@ -26,8 +26,8 @@ included) on the last feature map; a stage's repeated blocks are one part counte
   more negative gap means the parts were timed while another process held the cores).
 
 :class:`LatencyTable` holds one device's measurements in memory and in ``<root>/<device-id>.json``; the
-device id names the device kind and model, the torch version, a hash of the ops' code (``nas/ops/``,
-``nas/model.py``) and the thread count, the things a latency depends on besides the network. Several
+device id names the device kind and model, the torch version, a hash of the ops' code (``nas/core/ops/``,
+``nas/core/model.py``) and the thread count, the things a latency depends on besides the network. Several
 worker processes may share one file: a table measures what it lacks without a lock, then, under
 ``fcntl.flock`` on ``<device-id>.json.lock``, reads the file, adds what is new (an entry already in the
 file wins, so every worker predicts from the same numbers) and replaces the file atomically. A file that is
@@ -67,10 +67,10 @@ import torch.nn as nn
 
 from evaluators.complexity import _HeadPart
 from evaluators.part_costs import part_key
-from nas.arch import Arch, Head, Stage, Stem
-from nas.atomic import merge_json
-from nas.model import build_model, check_img_size, plan_blocks
-from nas.ops import STEMS
+from nas.core.arch import Arch, Head, Stage, Stem
+from nas.core.atomic import merge_json
+from nas.core.model import build_model, check_img_size, plan_blocks
+from nas.core.ops import STEMS
 
 __all__ = [
     "MEMORY_FORMATS",
@@ -158,13 +158,13 @@ def _device_id(device: torch.device, threads: int) -> str:
 
 @functools.cache
 def _ops_code() -> str:
-    """8 hex digits of a hash of the code that builds and runs the timed parts (``nas/ops/``,
-    ``nas/model.py``): a faster kernel makes old measurements wrong, so code that differs in any byte is
+    """8 hex digits of a hash of the code that builds and runs the timed parts (``nas/core/ops/``,
+    ``nas/core/model.py``): a faster kernel makes old measurements wrong, so code that differs in any byte is
     another table (measured again, the old file left as it is)."""
-    import nas.model
-    import nas.ops
+    import nas.core.model
+    import nas.core.ops
 
-    files = [*sorted(Path(nas.ops.__file__).parent.glob("*.py")), Path(nas.model.__file__)]
+    files = [*sorted(Path(nas.core.ops.__file__).parent.glob("*.py")), Path(nas.core.model.__file__)]
     digest = hashlib.sha256()
     for file in files:
         digest.update(f"{file.name}\0".encode() + file.read_bytes())

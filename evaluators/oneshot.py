@@ -1,6 +1,7 @@
 """One-shot evaluation: train a weight-sharing supernet once, then score architectures by inherited weights.
 
-:class:`OneShotEvaluator` builds a :class:`~nas.supernet.Supernet` over a search space under a proxy profile
+:class:`OneShotEvaluator` builds a :class:`~evaluators.supernet.Supernet` over a search space under a proxy
+profile
 and trains it with uniform single-path sampling (Guo et al. 2020, "Single Path One-Shot"): each step draws one
 architecture of the space uniformly, choice by choice, and trains that path. As an option it uses the sandwich
 rule with in-place distillation (Yu et al. 2020, "BigNAS"): each step trains the largest path (widest and
@@ -51,10 +52,10 @@ from evaluators.data_parallel import Shard
 from evaluators.hyperparams import check_training
 from evaluators.proxy import TrainingDiverged, forked_rng, training_memory_format
 from evaluators.steps import backward, recalibrate_bn, update, validate
-from nas.arch import Arch
-from nas.atomic import Held, sole
-from nas.create import save_model, weights_name
-from nas.supernet import Supernet
+from evaluators.supernet import Supernet
+from nas.core.arch import Arch
+from nas.core.atomic import Held, sole
+from nas.core.create import save_model, weights_name
 from search_spaces.base import ProxyProfile, RandomTrial, SearchSpace
 
 __all__ = ["OneShotConfig", "OneShotEvaluator", "check_supernet"]

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from nas.atomic import merge_json
+from nas.core.atomic import merge_json
 
 __all__ = ["PartCosts", "fingerprint", "part_key"]
 
@@ -40,7 +40,7 @@ _FILE_FORMAT = "nas-part-costs"
 _FILE_VERSION = 1
 _REPO = Path(__file__).resolve().parent.parent
 # what a part's count depends on besides its key: the builders of every part and the counting itself
-_COUNTED_SOURCES = ("nas/arch.py", "nas/model.py", "nas/ops", "evaluators/complexity.py")
+_COUNTED_SOURCES = ("nas/core/arch.py", "nas/core/model.py", "nas/core/ops", "evaluators/complexity.py")
 
 
 def part_key(kind: str, value: Any, skip: tuple[str, ...] = (), **extra: Any) -> str:

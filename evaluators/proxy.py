@@ -1,4 +1,4 @@
-"""Proxy training: a cheap, seeded estimate of how well one :class:`~nas.arch.Arch` learns.
+"""Proxy training: a cheap, seeded estimate of how well one :class:`~nas.core.arch.Arch` learns.
 
 :func:`train_proxy` shrinks the architecture with a search space's :class:`~search_spaces.base.ProxyProfile`
 (``profile.apply``), builds it from scratch at the profile's image size, and trains it for ``profile.epochs``
@@ -20,7 +20,7 @@ initial weights, the data order, augmentation and drop-path. :class:`ProxyEvalua
 settings so that a driver calls ``evaluate(arch, report=...)`` as the design's evaluator contract asks.
 Nothing here knows about Optuna or Ray.
 
-A fidelity ladder (:mod:`nas.search.fidelity`) trains in spans: ``train_proxy(..., fidelity=Fidelity(...))``
+A fidelity ladder (:mod:`nas.study.fidelity`) trains in spans: ``train_proxy(..., fidelity=Fidelity(...))``
 trains up to ``fidelity.images`` images in all on a schedule that spans ``fidelity.top_images`` (or, with
 ``fidelity.restarts``, restarts at every rung boundary so that each rung ends annealed), continuing from the
 checkpoint of the rung below when it names one, and saves its own checkpoint (weights, optimizer, grad scaler,
@@ -60,9 +60,9 @@ from evaluators.complexity import pick_device
 from evaluators.data import DataSplit
 from evaluators.hyperparams import check_training
 from evaluators.steps import backward, recalibrate_bn, update, validate
-from nas.arch import Arch
-from nas.create import save_model, weights_name
-from nas.model import build_model
+from nas.core.arch import Arch
+from nas.core.create import save_model, weights_name
+from nas.core.model import build_model
 from search_spaces.base import ProxyProfile
 
 __all__ = ["Fidelity", "ProxyEvaluator", "TrainConfig", "TrainingDiverged", "TrainingStopped", "train_proxy"]
@@ -134,7 +134,7 @@ class TrainConfig:
 
 
 # TrainConfig fields added after studies, checkpoints and caches recorded configs without them, each with
-# the value under which such a config was measured: a resumed study (nas.search.terms), a resumed training
+# the value under which such a config was measured: a resumed study (nas.study.terms), a resumed training
 # (its epoch checkpoint) and a cached result (benchmarks/evaluator_quality.py) read a missing field so
 ADDED_FIELDS: dict[str, Any] = {"bn_recalibration": 0}
 # TrainConfig fields that set when a run validates, not what it measures: a validation changes no state (a
@@ -256,8 +256,9 @@ def train_proxy(
     ``stop`` (with ``checkpoint``), asked after each epoch's checkpoint but the last, ends the run there by
     raising :class:`TrainingStopped` when it returns True: a caller's deadline that loses no work.
 
-    With ``weights_dir`` the trained network is kept there as a model file (:func:`nas.create.save_model`)
-    named by :func:`nas.create.weights_name` of ``arch``, and ``weights`` in the result names it.
+    With ``weights_dir`` the trained network is kept there as a model file
+    (:func:`nas.core.create.save_model`)
+    named by :func:`nas.core.create.weights_name` of ``arch``, and ``weights`` in the result names it.
 
     Returns ``top1`` (percent, 0..100) and ``loss`` (validation cross-entropy, no smoothing) measured on
     ``val_images`` images, ``train_loss`` (mean of the last epoch), ``train_seconds`` and ``eval_seconds``

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from nas.bounds import MAX_BATCH, MAX_EPOCHS, MAX_IMAGES, shown, whole
+from nas.core.bounds import MAX_BATCH, MAX_EPOCHS, MAX_IMAGES, shown, whole
 
 __all__ = ["EVALUATORS", "ON_REQUEST", "TRIAL_METRICS", "Evaluator", "EvaluatorSpec", "get_evaluator"]
 
@@ -114,7 +114,7 @@ class EvaluatorSpec:
             _resolve(self.checker)(config, **context)
 
 
-# The bounds of evaluators' whole-number settings, by name (nas.bounds): the sizes the command line's own
+# The bounds of evaluators' whole-number settings, by name (nas.core.bounds): the sizes the command line's own
 # options share, and for any other count (steps, batches, paths, every n epochs) at least 0 and at most
 # MAX_IMAGES, so that no setting can ask for an allocation or a loop of any size.
 _SIZES = {

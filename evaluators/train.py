@@ -11,7 +11,7 @@ states as tensors, history; atomically), so ``resume=True`` continues an interru
 exactly the weights an uninterrupted one would have (where the device computes deterministically: the CPU,
 and the GPU for the networks the tests train). The checkpoint is read as data, never code
 (:mod:`evaluators.checkpoint`): a file that is not this run's checkpoint is refused in one sentence.
-It ends by writing ``<out>/model.pt``, a model file :func:`nas.create.create_model` reloads, and
+It ends by writing ``<out>/model.pt``, a model file :func:`nas.core.create.create_model` reloads, and
 ``<out>/history.json``. CUDA with AMP (bf16, else fp16 with a scaler) when present, fp32 on the CPU.
 """
 
@@ -46,9 +46,9 @@ from evaluators.data import DataSplit
 from evaluators.hyperparams import check_training
 from evaluators.proxy import TrainingDiverged, build_scaled_network, forked_rng
 from evaluators.steps import backward, update, validate
-from nas.arch import Arch
-from nas.atomic import Held, nearest_existing, scratch_folder, sole
-from nas.create import save_model
+from nas.core.arch import Arch
+from nas.core.atomic import Held, nearest_existing, scratch_folder, sole
+from nas.core.create import save_model
 from search_spaces.base import ProxyProfile
 
 __all__ = ["RECIPES", "FullTrainConfig", "TrainStatus", "TrainingHeld", "train_arch"]

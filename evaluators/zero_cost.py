@@ -1,6 +1,6 @@
 """Training-free rankers of architectures: the zero-cost baselines an evaluator has to beat.
 
-Every ranker maps an :class:`~nas.arch.Arch` to one float where **higher is better** (predicted more
+Every ranker maps an :class:`~nas.core.arch.Arch` to one float where **higher is better** (predicted more
 accurate), so rank correlations with trained accuracy read the same way for all of them.
 
 - ``params`` and ``macs``: the model's size and its multiply-adds (``evaluators.complexity.count``). Counting
@@ -68,8 +68,8 @@ from torch.func import functional_call
 from torch.overrides import TorchFunctionMode
 
 from evaluators.complexity import Complexity, count
-from nas.arch import Arch
-from nas.model import build_model
+from nas.core.arch import Arch
+from nas.core.model import build_model
 
 __all__ = [
     "ZERO_COST",

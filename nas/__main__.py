@@ -1,5 +1,5 @@
 """``python -m nas ...`` runs the command line (the same as the ``nas`` script)."""
 
-from nas.cli import main
+from nas.cli.commands import main
 
 main()

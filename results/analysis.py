@@ -34,11 +34,11 @@ from typing import Any
 
 import pandas as pd
 
-from nas.arch import Arch
-from nas.search.objectives import Objective, parse_objectives
+from nas.core.arch import Arch
+from nas.study.objectives import Objective, parse_objectives
+from nas.study.pareto import dominates, hypervolume_history, pareto_front
+from nas.study.trials_table import at_top_rung, feasible_rows, top_rung
 from results.importance import ChoiceImportance, choice_importance
-from results.pareto import dominates, hypervolume_history, pareto_front
-from results.store import at_top_rung, feasible_rows, top_rung
 
 __all__ = [
     "COST_AXES",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 import math
 
-from nas.arch import Arch, Stage
+from nas.core.arch import Arch, Stage
 
 __all__ = ["arch_svg"]
 

@@ -35,11 +35,11 @@ from typing import Any
 
 import pandas as pd
 
-from nas.search.budget import human_seconds
-from nas.search.objectives import Objective
+from nas.study.budget import human_seconds
+from nas.study.objectives import Objective
+from nas.study.pareto import hypervolume_history
+from nas.study.trials_table import at_top_rung
 from results.analysis import Analysis, analyse, load_run, space_searched
-from results.pareto import hypervolume_history
-from results.store import at_top_rung
 
 __all__ = ["GROUP_BY", "MAX_STUDIES", "Comparison", "StudyResult", "check_by", "compare", "group_value"]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from nas.search.budget import human_seconds
+from nas.study.budget import human_seconds
 from results.analysis import COST_AXES
 from results.comparison import Comparison, group_value
 from results.page import CSS, check_outputs, html_table, write_text

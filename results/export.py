@@ -13,8 +13,8 @@ complete beside ``<out>`` first and renamed into place only when all are, so a f
   ``model.pt2`` (``torch.export``, the default), ``model.onnx`` (ONNX opset 20) or ``model.torchscript.pt``;
 - ``trial.json``: the trial's row of the trials table (objectives, params, MACs, cost).
 
-:func:`prune_weights` deletes the kept weights of trials that a completed trial dominates: a dominated trial
-never returns to the front, so only the front's networks stay on disk.
+The front is :func:`nas.study.front.front_numbers`, where a search's :func:`~nas.study.front.prune_weights`
+left the front's networks' weights.
 """
 
 from __future__ import annotations
@@ -28,56 +28,12 @@ from typing import Any
 
 import pandas as pd
 
-from nas.atomic import scratch_folder
-from nas.search.objectives import parse_objectives
+from nas.core.atomic import scratch_folder
+from nas.study.front import front_numbers
+from nas.study.trials_table import completed_trial, top_rung, why_no_front
 from results.analysis import load_run
-from results.pareto import pareto_front
-from results.store import at_top_rung, completed_trial, feasible_rows, top_rung, why_no_front
 
-__all__ = ["export_trials", "front_numbers", "prune_weights"]
-
-
-def _points(frame: pd.DataFrame, names: Sequence[str]) -> dict[int, list[float]]:
-    out = {}
-    for _, row in frame[frame["state"] == "COMPLETE"].iterrows():
-        values = [pd.to_numeric(row.get(n), errors="coerce") for n in names]
-        if all(v is not None and math.isfinite(v) for v in values):
-            out[int(row["number"])] = [float(v) for v in values]
-    return out
-
-
-def front_numbers(frame: pd.DataFrame, objectives: Sequence[str], top: int | None = None) -> list[int]:
-    """Trial numbers on the Pareto front of the declared objectives (``name:direction`` specs) among the
-    feasible trials, as the report draws it; on a fidelity ladder (``top``: its top rung) of the top rung's
-    results only."""
-    parsed = parse_objectives(list(objectives))
-    keep = [ok and up for ok, up in zip(feasible_rows(frame), at_top_rung(frame, top), strict=True)]
-    points = _points(frame[keep], [o.name for o in parsed])
-    numbers = sorted(points)
-    front = pareto_front([points[n] for n in numbers], [o.direction for o in parsed])
-    return [numbers[i] for i in front]
-
-
-def prune_weights(
-    run_dir: str | Path, frame: pd.DataFrame, objectives: Sequence[str], top: int | None = None
-) -> int:
-    """Delete kept weights of completed trials off the front; returns how many files went. Files of
-    trials not in ``frame`` (another worker's running trial) are left alone. On a ladder a network's file
-    holds its highest rung's weights, kept while that rung's trial is on the front."""
-    weights = Path(run_dir) / "weights"
-    if not weights.is_dir() or "weights" not in frame:
-        return 0
-    keep = set(front_numbers(frame, objectives, top))
-    done = frame[frame["state"] == "COMPLETE"]
-    keep_files = {str(w) for n, w in zip(done["number"], done["weights"], strict=True) if int(n) in keep}
-    removed = 0
-    for number, name in zip(done["number"], done["weights"], strict=True):
-        if isinstance(name, str) and name and int(number) not in keep and name not in keep_files:
-            path = weights / name
-            if path.exists():
-                path.unlink()
-                removed += 1
-    return removed
+__all__ = ["export_trials"]
 
 
 def export_trials(
@@ -143,7 +99,7 @@ def _superseded(frame: pd.DataFrame, row: pd.Series) -> bool:
 
 
 def _export_one(run_dir: Path, target: Path, row: pd.Series, fmt: str, superseded: bool = False) -> None:
-    from nas.arch import Arch
+    from nas.core.arch import Arch
 
     target.mkdir()
     arch = Arch.from_json(str(row["arch_json"]))
@@ -156,7 +112,7 @@ def _export_one(run_dir: Path, target: Path, row: pd.Series, fmt: str, supersede
         return  # the architecture only: weights not kept (off the front, no training, or a higher rung's)
     shutil.copyfile(source, target / "model.pt")
     if fmt != "none":
-        from nas.create import load_model_file, model_of_payload
+        from nas.core.create import load_model_file, model_of_payload
         from results.standalone import write_standalone
 
         payload = load_model_file(source)  # an unreadable file is named as the user knows it

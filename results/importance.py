@@ -23,8 +23,8 @@ from typing import Any
 
 import pandas as pd
 
-from nas.arch import Arch
-from nas.search.objectives import Objective
+from nas.core.arch import Arch
+from nas.study.objectives import Objective
 
 __all__ = ["FRONT", "MIN_TRIALS", "ChoiceImportance", "choice_importance"]
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from nas.atomic import replaced
+from nas.core.atomic import replaced
 
 __all__ = ["CSS", "check_outputs", "html_table", "write_text"]
 

@@ -13,7 +13,7 @@ analyses it once (:func:`results.analysis.analyse`) and writes, beside it:
   default folder, and any other ``--out``, which it records in ``retrainings.json``), its schedule, each
   baseline against the found network that beats it at no more cost, retrained, and a link to the
   retraining's page (:mod:`results.retrain`); the manifest. An empty front says why
-  (:func:`results.store.why_no_front`).
+  (:func:`nas.study.trials_table.why_no_front`).
 - ``pareto.png`` (matplotlib, :func:`results.plots.write_png`) and ``pareto.csv`` (the front's rows of the
   trials table).
 
@@ -33,9 +33,10 @@ from typing import Any
 
 import pandas as pd
 
-from nas.arch import Arch
-from nas.search.credentials import redact_all
-from nas.search.manifest import read_manifest, update_manifest
+from nas.core.arch import Arch
+from nas.study.credentials import redact_all
+from nas.study.manifest import read_manifest, update_manifest
+from nas.study.trials_table import why_no_front
 from results.analysis import (
     Analysis,
     analyse,
@@ -49,7 +50,6 @@ from results.arch_drawing import arch_svg
 from results.importance import FRONT, ChoiceImportance
 from results.page import CSS, check_outputs, html_table, write_text
 from results.plots import axes_pairs, axis_label, hypervolume_figure, scatter_figure, shown_value, write_png
-from results.store import why_no_front
 
 __all__ = ["write_report"]
 
@@ -261,7 +261,7 @@ def _baseline_table(analysis: Analysis) -> pd.DataFrame:
 
 def _limit_rows(manifest: dict[str, Any], frame: pd.DataFrame) -> list[tuple[str, str]]:
     """The summary's lines on limits: what they were, what was rejected, how feasibility changed."""
-    from nas.search.constraints import Limits
+    from nas.study.constraints import Limits
 
     limits = Limits.from_dict(manifest.get("limits"))
     if not limits:
@@ -279,7 +279,7 @@ def _limit_rows(manifest: dict[str, Any], frame: pd.DataFrame) -> list[tuple[str
 
 def _budget_spent(budget: dict[str, Any]) -> str:
     """The budget tracker's own summary line, rebuilt from the manifest's stored state."""
-    from nas.search.budget import BudgetTracker
+    from nas.study.budget import BudgetTracker
 
     try:
         return BudgetTracker.from_dict(budget["spent"]).summary()

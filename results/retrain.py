@@ -38,12 +38,12 @@ from typing import Any
 
 import pandas as pd
 
-from nas.arch import Arch
-from nas.search.objectives import Objective, parse_objectives
+from nas.core.arch import Arch
+from nas.study.front import front_numbers
+from nas.study.objectives import Objective, parse_objectives
+from nas.study.trials_table import completed_trial, top_rung
 from results.analysis import load_run
-from results.export import front_numbers
 from results.stats import paired
-from results.store import completed_trial, top_rung
 
 __all__ = [
     "MAX_SEEDS",
@@ -205,7 +205,7 @@ def _record_elsewhere(plan: RetrainPlan) -> None:
     study's report finds it."""
     if plan.run_dir is None or plan.out.resolve() == (plan.run_dir / DEFAULT_FOLDER).resolve():
         return
-    from nas.atomic import merge_json
+    from nas.core.atomic import merge_json
 
     run_dir, folder = plan.run_dir, str(plan.out.resolve())
     merge_json(
@@ -214,7 +214,7 @@ def _record_elsewhere(plan: RetrainPlan) -> None:
 
 
 def _check_seeds(seeds: Sequence[int]) -> tuple[int, ...]:
-    from nas.bounds import MAX_SEED
+    from nas.core.bounds import MAX_SEED
 
     out = tuple(dict.fromkeys(seeds))
     if not out or len(out) > MAX_SEEDS:
@@ -317,7 +317,7 @@ def run_retrain(
     from evaluators.data import load_dataset
     from evaluators.proxy import TrainingDiverged
     from evaluators.train import TrainingHeld, train_arch
-    from nas.atomic import replaced
+    from nas.core.atomic import replaced
 
     plan.out.mkdir(parents=True, exist_ok=True)
     with replaced(plan.out / SCHEDULE_FILE) as tmp:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from nas.search.budget import human_seconds
+from nas.study.budget import human_seconds
 from results.analysis import COST_AXES
 from results.page import CSS, html_table, write_text
 from results.plots import axis_label, axis_layout, fixed_size, label_baselines

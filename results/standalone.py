@@ -8,9 +8,9 @@
 
 All are traced at the image size the network was built for (``model.img_size``); ``model.pt2`` and
 ``model.onnx`` leave the batch size free and hold standard ops only: while ``torch.export`` traces, the
-local-attention mixer computes its naive form (:func:`nas.ops.local_attention.dense_local_attention`)
+local-attention mixer computes its naive form (:func:`nas.core.ops.local_attention.dense_local_attention`)
 instead of this package's custom kernel, so neither needs this package to run. ``torch.jit.trace`` gets the
-same naive form under :func:`nas.ops.standalone_trace` (a trace that recorded the kernel,
+same naive form under :func:`nas.core.ops.standalone_trace` (a trace that recorded the kernel,
 ``nas::local_attention``, would not load without ``import nas``), so a TorchScript file holds standard ops
 too. ONNX files carry their opset, the architecture and the task sizes in their metadata
 (:func:`onnx_metadata`), and the input's normalisation when the model file records it (a search's and ``nas
@@ -30,8 +30,8 @@ from typing import Any
 
 import torch
 
-from nas.model import NasNet
-from nas.ops import standalone_trace
+from nas.core.model import NasNet
+from nas.core.ops import standalone_trace
 
 __all__ = ["FILES", "ONNX_OPSET", "check_format", "onnx_metadata", "write_standalone"]
 

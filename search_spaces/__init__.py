@@ -1,6 +1,7 @@
 """search_spaces: one module per search space (its choices, ``sample(trial)``, baselines, proxy profiles).
 
-A space describes which :class:`nas.arch.Arch` values exist and how to sample them; it never builds layers.
+A space describes which :class:`nas.core.arch.Arch` values exist and how to sample them; it never builds
+layers.
 ``get_space(name)`` and ``list_spaces()`` are the registry; ``get_space(name, narrow)`` narrows a space to
 some values of its decisions (:mod:`search_spaces.narrowed`).
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from nas.arch import Arch, Stage
+from nas.core.arch import Arch, Stage
 
 __all__ = ["Baseline", "PaperFigure", "ProxyProfile", "RandomTrial", "SearchSpace"]
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nas.arch import Arch
-from nas.bounds import shown
+from nas.core.arch import Arch
+from nas.core.bounds import shown
 from search_spaces.base import Baseline, SearchSpace
 
 __all__ = ["NarrowedSpace", "describe", "narrowing", "parse_items"]

@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from nas.arch import Arch, Head, Stage, Stem
+from nas.core.arch import Arch, Head, Stage, Stem
 from search_spaces.base import Baseline, PaperFigure, ProxyProfile, SearchSpace
 
 __all__ = ["SasaSpace"]

@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from nas.arch import Arch, Head, Stage, Stem
+from nas.core.arch import Arch, Head, Stage, Stem
 from search_spaces import Baseline, PaperFigure, ProxyProfile, SearchSpace
 
 __all__ = ["IsotropicSpace"]

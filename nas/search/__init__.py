@@ -1,6 +1,8 @@
-"""nas.search: what a search run needs around its sampler and evaluator.
+"""nas.search: the search engine: one trial, the Optuna and Ray drivers around it, the worker pool, the
+fidelity ladder's promotions, the live view, and ``run_search`` that runs a study to its budget's end.
 
-:mod:`nas.search.budget` parses and enforces search budgets (``8gpu-days``, ``45min``, ``200trials``).
+It reads the study's records (:mod:`nas.study`) and the plumbing of :mod:`nas.system`; reports are written
+above it (:mod:`results`, called by :mod:`nas.api`).
 
 ``import nas.search`` is cheap: it imports no submodule, and none of torch, optuna or ray.
 """

@@ -35,10 +35,10 @@ import optuna
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
-from nas.processes import process_alive, this_process
-from nas.search.budget import TrialCost
-from nas.search.storage import storage_of
-from nas.search.storage import trial_id as trial_key
+from nas.study.budget import TrialCost
+from nas.study.storage import storage_of
+from nas.study.storage import trial_id as trial_key
+from nas.system.processes import process_alive, this_process
 
 __all__ = [
     "HEARTBEAT_SECONDS",

@@ -1,5 +1,5 @@
 """The Optuna driver (the default backend): :func:`~nas.search.trial.run_trial` in an ask/tell loop over a
-named, persistent study (:mod:`nas.search.storage` says where it lives).
+named, persistent study (:mod:`nas.study.storage` says where it lives).
 
 Every trial records, as user attributes, what :meth:`TrialRecord.attrs` holds (``arch`` key and
 ``arch_json``, ``baseline``, the evaluator's ``metrics``, its ``cost``, ``fail_reason``) plus its ``worker``
@@ -15,7 +15,7 @@ overrun.
 
 On a fidelity ladder (``--fidelity ladder``) each rung of an architecture is its own trial with user
 attributes ``rung`` and ``lineage`` (the number of its rung-0 trial). Before asking for a trial, a free worker
-reads the study's rung results and applies :func:`nas.search.fidelity.next_promotion`; a promotion is
+reads the study's rung results and applies :func:`nas.study.fidelity.next_promotion`; a promotion is
 enqueued as a trial with the lineage's parameters, so every engine feature (liveness, re-runs of lost
 trials, budgets) treats it as any trial. The sampler models on rung-0 trials only
 (:func:`nas.search.samplers.on_rung_zero`), as the Ray driver's inner searcher does. Two workers may decide
@@ -34,23 +34,23 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from nas.arch import Arch
-from nas.option_names import option
-from nas.search import stopping
-from nas.search.budget import BudgetTracker, Session, TrialCost, wall_seconds
-from nas.search.constraints import RejectionStreak
-from nas.search.failures import WriteFailed, disk_state
-from nas.search.fidelity import Promotion, RungResult, next_promotion, rung_result
+from nas.core.arch import Arch
+from nas.core.option_names import option
 from nas.search.liveness import Heartbeat, enqueue_arch, enqueue_rerun, fail_lost_trials
 from nas.search.progress import SearchProgress
 from nas.search.samplers import make_sampler, on_rung_zero, sampler_seed
-from nas.search.settings import SearchSettings
-from nas.search.storage import batched_writes, open_storage, storage_file, storage_url
-from nas.search.study_file import StudyFile
-from nas.search.terms import check_terms, study_terms
 from nas.search.trial import TrialRecord, TrialRunner, earlier_results, run_trial
 from nas.search.worker_pool import WorkerPool
-from results.store import trial_row
+from nas.study.budget import BudgetTracker, Session, TrialCost, wall_seconds
+from nas.study.constraints import RejectionStreak
+from nas.study.fidelity import Promotion, RungResult, next_promotion, rung_result
+from nas.study.settings import SearchSettings
+from nas.study.storage import batched_writes, open_storage, storage_file, storage_url
+from nas.study.study_file import StudyFile
+from nas.study.terms import check_terms, study_terms
+from nas.study.trials_table import trial_row
+from nas.system import stopping
+from nas.system.failures import WriteFailed, disk_state
 
 __all__ = ["StudyBudget", "open_study", "run_optuna", "worker_loop"]
 
@@ -121,7 +121,7 @@ def _sampler(settings: SearchSettings, worker: int, session: Session | None) -> 
 
 
 def rung_results(trials: Sequence[FrozenTrial]) -> list[RungResult]:
-    """The ladder's view of the study (:func:`~nas.search.fidelity.rung_result` of every trial that holds a
+    """The ladder's view of the study (:func:`~nas.study.fidelity.rung_result` of every trial that holds a
     rung; unrun duplicates, pruned, left out)."""
     results = []
     for trial in trials:

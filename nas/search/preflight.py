@@ -1,6 +1,6 @@
 """What a search checks before it writes anything: its settings against this machine, files and cluster.
 
-:class:`~nas.search.settings.SearchSettings` validates each value on its own (a seed's range, an address's
+:class:`~nas.study.settings.SearchSettings` validates each value on its own (a seed's range, an address's
 form); :func:`preflight` checks what only the world can answer, in one place, before the first file or folder
 of the run exists (the study storage, ``runs/<study>/``, a Ray experiment), so that a refused search leaves
 everything as it was:
@@ -28,12 +28,12 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from nas.atomic import scratch_folder
-from nas.option_names import option, setting, together
-from nas.search.budget import Budget, BudgetTracker
-from nas.search.settings import SearchSettings
+from nas.core.atomic import scratch_folder
+from nas.core.option_names import option, setting, together
+from nas.study.budget import Budget, BudgetTracker
+from nas.study.settings import SearchSettings
 
-__all__ = ["CONNECT_SECONDS", "preflight", "trial_gpus"]
+__all__ = ["CONNECT_SECONDS", "preflight"]
 
 CONNECT_SECONDS = 5.0  # a cluster that takes longer to accept one connection is not reachable in practice
 
@@ -65,15 +65,6 @@ def preflight(settings: SearchSettings) -> dict[str, Any] | None:
     return split.describe()
 
 
-def trial_gpus(settings: SearchSettings) -> float:
-    """GPUs each Ray trial asks for: ``--gpus-per-trial``, else 1 where this machine has CUDA."""
-    if settings.gpus_per_trial is not None:
-        return settings.gpus_per_trial
-    from evaluators.complexity import pick_device
-
-    return 1 if pick_device().type == "cuda" else 0
-
-
 def _check_run_dir(run_dir: Path) -> None:
     """The run folder exists or can be made: a folder is made and removed beside where it goes."""
     os.rmdir(scratch_folder(run_dir, "runs-dir"))
@@ -82,7 +73,7 @@ def _check_run_dir(run_dir: Path) -> None:
 def _check_backend(settings: SearchSettings) -> None:
     """The backend that searched the run folder's study (the manifest's, else the one whose files are
     there) is this search's."""
-    from nas.search.manifest import read_manifest
+    from nas.study.manifest import read_manifest
 
     recorded = read_manifest(settings.run_dir).get("settings")
     held = recorded.get("backend") if isinstance(recorded, dict) else None
@@ -99,7 +90,7 @@ def _check_backend(settings: SearchSettings) -> None:
 
 
 def _check_ray(settings: SearchSettings) -> None:
-    gpus = trial_gpus(settings)
+    gpus = settings.trial_gpus
     budget = Budget.parse(settings.budget)
     if budget.device == "gpu" and not gpus:
         raise ValueError(
@@ -177,7 +168,7 @@ def _check_latency_device(settings: SearchSettings) -> None:
         return
     index = int(device.partition(":")[2] or 0)
     if settings.backend == "ray":
-        gpus = trial_gpus(settings)
+        gpus = settings.trial_gpus
         held = math.ceil(gpus)
         if not held:
             raise ValueError(

@@ -28,12 +28,12 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from nas.search.budget import BudgetTracker, human_seconds
-from nas.search.objectives import Objective
+from nas.core.throttle import Throttle
 from nas.search.trial import TrialRecord
-from nas.throttle import Throttle
-from results.pareto import best_first, pareto_front
-from results.store import trial_row
+from nas.study.budget import BudgetTracker, human_seconds
+from nas.study.objectives import Objective
+from nas.study.pareto import best_first, pareto_front
+from nas.study.trials_table import trial_row
 
 __all__ = ["FRONT_ROWS", "PLAIN_SECONDS", "SearchProgress", "format_metric"]
 
@@ -79,7 +79,7 @@ def _missing(value: Any) -> bool:
 
 
 def _row(table_row: dict[str, Any], names: Sequence[str], this_session: bool) -> _Row:
-    """A trials-table row (:func:`results.store.trial_row`) as the panel keeps it."""
+    """A trials-table row (:func:`nas.study.trials_table.trial_row`) as the panel keeps it."""
     state = str(table_row["state"])
     values = tuple(table_row.get(n) for n in names)
     complete = state == "COMPLETE" and all(not _missing(v) for v in values)
@@ -173,7 +173,8 @@ class SearchProgress:
             return number in self._rows
 
     def add_rows(self, table_rows: Iterable[dict[str, Any]], this_session: bool = False) -> None:
-        """Finished trials of the study (trials-table rows, :func:`results.store.trial_row`) that this view
+        """Finished trials of the study (trials-table rows, :func:`nas.study.trials_table.trial_row`) that
+        this view
         has not seen: earlier sessions' on a resume, other workers' as they end. Unfinished ones are left."""
         names = [o.name for o in self.objectives]
         with self._lock:

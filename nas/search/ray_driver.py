@@ -20,7 +20,7 @@ which the driver tells from the searcher's end (it never said FINISHED) and rais
 after charging the trials that were running as overhead.
 
 On a fidelity ladder the searcher decides promotions with the rule the Optuna driver uses
-(:func:`nas.search.fidelity.next_promotion`, over the rung results in its ledger and the rungs it has under
+(:func:`nas.study.fidelity.next_promotion`, over the rung results in its ledger and the rungs it has under
 way): a promotion is a Tune trial of its own whose config names the lineage and rung (the inner
 ``OptunaSearch`` suggests, and is told, rung-0 trials only). A promoted trial continues the lineage's
 checkpoint under ``runs/<study>/ladder/``: on a multi-node cluster that folder must be on storage every node
@@ -42,17 +42,16 @@ from typing import Any
 
 from ray.tune.search import Searcher, SearchGenerator
 
-from nas.atomic import Held, sole
-from nas.option_names import option
-from nas.search import ray_watchdog
-from nas.search.budget import BudgetTracker, Session, TrialCost, wall_seconds
-from nas.search.constraints import NothingFeasible, RejectionStreak
-from nas.search.fidelity import Ladder, next_promotion, rung_result
-from nas.search.preflight import trial_gpus
+from nas.core.atomic import Held, sole
+from nas.core.option_names import option
 from nas.search.progress import SearchProgress
-from nas.search.settings import SearchSettings
-from nas.search.terms import check_terms, study_terms
 from nas.search.trial import Earlier, TrialRecord, TrialRunner, earlier_results, run_trial
+from nas.study.budget import BudgetTracker, Session, TrialCost, wall_seconds
+from nas.study.constraints import NothingFeasible, RejectionStreak
+from nas.study.fidelity import Ladder, next_promotion, rung_result
+from nas.study.settings import SearchSettings
+from nas.study.terms import check_terms, study_terms
+from nas.system import ray_watchdog
 
 __all__ = ["BudgetedGenerator", "BudgetedSearcher", "collect_ray", "run_ray"]
 
@@ -147,7 +146,7 @@ def _append(path: Path, entry: dict[str, Any]) -> None:
 
 @dataclass
 class Ledger:
-    """What ``runs/<study>/ray_ledger.jsonl`` holds: the study's terms (:mod:`nas.search.terms`), the latest
+    """What ``runs/<study>/ray_ledger.jsonl`` holds: the study's terms (:mod:`nas.study.terms`), the latest
     budget, the overhead charges, each finished trial's record by Tune trial id (the first, should Tune run it
     again), and each session's span."""
 
@@ -325,7 +324,7 @@ class BudgetedSearcher(Searcher):
 
     def _params_of(self, lineage: int) -> dict[str, Any]:
         """The suggested parameters of ``lineage``'s architecture (from its rung-0 record)."""
-        from nas.arch import Arch
+        from nas.core.arch import Arch
         from search_spaces import get_space
 
         entry = next(e for e in self.ledger.trials.values() if e["number"] == lineage)
@@ -417,7 +416,7 @@ def _record_of(
 ) -> TrialRecord:
     """The record a Ray trial reported; a trial that errored past its retries reported nothing, and is a
     failed trial all the same (else a trials budget whose trials all error would never fill)."""
-    from nas.arch import Arch
+    from nas.core.arch import Arch
 
     def whole(key: str) -> int | None:
         return None if result.get(key) is None else int(result[key])
@@ -510,7 +509,7 @@ def _init_ray(settings: SearchSettings) -> str | None:
             ray.init(address=settings.address, log_to_driver=False)
             return None
         # "local": always a fresh Ray of this process, never a cluster a `ray start` left recorded (nor what
-        # is left of one whose driver was SIGKILLed, which its watchdog ends: nas.search.ray_watchdog)
+        # is left of one whose driver was SIGKILLed, which its watchdog ends: nas.system.ray_watchdog)
         context = ray.init(
             address="local", num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False
         )
@@ -596,7 +595,7 @@ def _run_ray(
     try:
         if not settings.resume:
             ledger_path(settings).unlink(missing_ok=True)  # left by a search that never reached a trial
-        gpus = trial_gpus(settings)  # the budget's device was checked against it (nas.search.preflight)
+        gpus = settings.trial_gpus  # the budget's device was checked against it (nas.search.preflight)
         return _fit(settings, exp, gpus, progress, started)
     finally:
         if session:
@@ -645,7 +644,7 @@ def _fit(
         )
     try:
         grid = tuner.fit()
-    except KeyboardInterrupt:  # SIGTERM (nas.search.stopping), or a second Ctrl-C
+    except KeyboardInterrupt:  # SIGTERM (nas.system.stopping), or a second Ctrl-C
         _charge_interrupted(settings, driving, gpus)
         raise
     finally:
@@ -674,7 +673,7 @@ def collect_ray(settings: SearchSettings) -> tuple[Any, str, BudgetTracker]:
     experiment's path; the budget."""
     from datetime import UTC, datetime, timedelta
 
-    from results.store import frame_from_rows, trial_row
+    from nas.study.trials_table import frame_from_rows, trial_row
 
     ledger = read_ledger(ledger_path(settings))
     rows = []

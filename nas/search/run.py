@@ -19,15 +19,15 @@ from typing import Any
 import pandas as pd
 from rich.console import Console
 
-from nas.atomic import locked
-from nas.option_names import option
-from nas.search import stopping
-from nas.search.constraints import NothingFeasible, SameFailure
-from nas.search.failures import WriteFailed, write_failure
-from nas.search.settings import SearchSettings
-from nas.search.study_file import StudyFileLost
+from nas.core.atomic import locked
+from nas.core.option_names import option
+from nas.study.constraints import NothingFeasible, SameFailure
+from nas.study.settings import SearchSettings
+from nas.study.study_file import StudyFileLost
+from nas.system import stopping
+from nas.system.failures import WriteFailed, write_failure
 
-__all__ = ["SearchOutcome", "refresh_trials", "run_search"]
+__all__ = ["SearchOutcome", "refresh_trials", "run_study"]
 
 TABLE_LOCK = ".trials"  # held (as .trials.lock) while the trials table is read from the study and written
 
@@ -41,17 +41,18 @@ class SearchOutcome:
     stopped: str | None = None  # why the search stopped before its budget ran out (nothing feasible)
     failed: str | None = None  # why the search did not do its job: a failure streak, or no trial completed
     lost: str | None = None  # the study's file was removed mid-search (restored, or saved beside it)
-    report: Path | None = None  # None when the study has no trial yet
+    report: Path | None = None  # None when the study has no trial yet (set by nas.api.run_search)
     ran: int | None = None  # trials this process ran (Optuna; several workers share one study)
     signum: int | None = None  # the signal that interrupted it (None: Ctrl-C under Ray, or none)
     front: int = 0  # architectures on the front (pareto.csv)
-    no_front: str | None = None  # why the front is empty (results.store.why_no_front), when it is
+    no_front: str | None = None  # why the front is empty (nas.study.trials_table.why_no_front), when it is
     idle: str | None = None  # why this session ran no trial: the budget left no room for one
 
 
-def run_search(settings: SearchSettings, console: Console | None = None) -> SearchOutcome:
-    """Run a search to the end of its budget (or an interruption) and write its manifest and trials table.
-    A full disk or a read-only folder stops it with :class:`~nas.search.failures.WriteFailed` (one
+def run_study(settings: SearchSettings, console: Console | None = None) -> SearchOutcome:
+    """Run a search to the end of its budget (or an interruption) and write its manifest and trials table
+    (the report is written above the engine: :func:`nas.api.run_search`).
+    A full disk or a read-only folder stops it with :class:`~nas.system.failures.WriteFailed` (one
     sentence); what the study committed is kept."""
     try:
         with stopping.signals(defer=settings.backend == "optuna"):  # a stopped job saves its table, too
@@ -67,9 +68,9 @@ def run_search(settings: SearchSettings, console: Console | None = None) -> Sear
 
 
 def _run_search(settings: SearchSettings, console: Console | None) -> SearchOutcome:
-    from nas.search.manifest import check_manifest
     from nas.search.preflight import preflight
     from nas.search.progress import SearchProgress
+    from nas.study.manifest import check_manifest
 
     console = console or Console()
     data = preflight(settings)  # a refused search fails here, before anything is written
@@ -86,7 +87,7 @@ def _run_search(settings: SearchSettings, console: Console | None) -> SearchOutc
         study by it, and a session killed outright leaves it. A resumed study keeps its last session's
         until this one ends."""
         if not (settings.run_dir / "manifest.json").exists():
-            from nas.search.manifest import write_manifest
+            from nas.study.manifest import write_manifest
 
             given = {"given": settings.budget, "spent": None}
             session = {"id": session_id, "started": started}
@@ -121,9 +122,9 @@ def _run_search(settings: SearchSettings, console: Console | None) -> SearchOutc
         if not gone.restored:
             raise  # saved beside a file that now lies at the path: no study to read the table from
         lost = str(gone)  # the table, manifest and report are written from the restored study
-    from nas.search.manifest import write_manifest
-    from results.export import prune_weights
-    from results.store import save_trials
+    from nas.study.front import prune_weights
+    from nas.study.manifest import write_manifest
+    from nas.study.trials_table import save_trials
 
     with locked(settings.run_dir / TABLE_LOCK):  # a `nas report` reading the study meanwhile writes first
         frame, storage, tracker = _collect(settings)
@@ -146,16 +147,6 @@ def _run_search(settings: SearchSettings, console: Console | None) -> SearchOutc
                 "lost": lost,
             },
         )
-    report, front = None, 0
-    if len(frame):  # with no trial completed, the report lists why each failed
-        from results.report import write_report
-
-        report = write_report(settings.run_dir)
-        front = len(pd.read_csv(settings.run_dir / "pareto.csv"))
-    from results.store import why_no_front
-
-    no_front = None if front else why_no_front(frame, settings.top_rung)
-    failed = failed or _all_failed(frame, report)
     idle = None
     # this command's workers' count (Optuna's helpers' included), else the trials the live view was told of
     session_ran = ran if ran is not None else progress.session_trials
@@ -173,23 +164,10 @@ def _run_search(settings: SearchSettings, console: Console | None) -> SearchOutc
         stopped=stopped,
         failed=failed,
         lost=lost,
-        report=report,
         ran=ran,
         signum=signum,
-        front=front,
-        no_front=no_front,
         idle=idle,
     )
-
-
-def _all_failed(frame: pd.DataFrame, report: Path | None) -> str | None:
-    """The sentence for a study none of whose trials completed and some failed (None otherwise): a search
-    that produced nothing, which the CLI's exit status says."""
-    states = frame["state"].tolist() if len(frame) else []
-    if "COMPLETE" in states or "FAIL" not in states:
-        return None
-    where = f": {report} lists why" if report is not None else ""
-    return f"no trial of the study has completed, {states.count('FAIL')} failed{where}"
 
 
 def refresh_trials(run_dir: str | Path) -> None:
@@ -197,8 +175,8 @@ def refresh_trials(run_dir: str | Path) -> None:
     ``nas report`` and ``nas export`` do before they read them: a search writes its table only as a session
     ends, so a running study's (or one whose session was killed outright) is behind. ValueError in one
     sentence when the study cannot be read there; the table is then left as it is."""
-    from nas.search.manifest import update_manifest
-    from results.store import save_trials
+    from nas.study.manifest import update_manifest
+    from nas.study.trials_table import save_trials
 
     run_dir = Path(run_dir)
     settings = _settings_of(run_dir)
@@ -213,9 +191,9 @@ def refresh_trials(run_dir: str | Path) -> None:
 def _settings_of(run_dir: Path) -> SearchSettings:
     """The settings a run directory's manifest records, resumed, to open its study read-only (ValueError
     in one sentence where they cannot be used)."""
-    from nas.search.credentials import MASK, split_password
-    from nas.search.manifest import read_manifest
-    from nas.search.storage import storage_file, storage_url
+    from nas.study.credentials import MASK, split_password
+    from nas.study.manifest import read_manifest
+    from nas.study.storage import storage_file, storage_url
 
     values = read_manifest(run_dir).get("settings")
     if not isinstance(values, dict):
@@ -247,7 +225,7 @@ def _collect(settings: SearchSettings) -> tuple[pd.DataFrame, str, Any]:
     objectives = [o.name for o in settings.parsed_objectives]
     if settings.backend == "optuna":
         from nas.search.optuna_driver import StudyBudget, open_study
-        from results.store import trials_frame
+        from nas.study.trials_table import trials_frame
 
         study, url, _ = open_study(settings, create=False)
         return trials_frame(study, objectives), url, StudyBudget.of(study, settings)

@@ -29,7 +29,7 @@ from optuna.samplers import BaseSampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
-from nas.search.settings import SAMPLERS
+from nas.study.settings import SAMPLERS
 
 __all__ = ["make_sampler", "on_rung_zero", "sampler_seed"]
 

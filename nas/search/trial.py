@@ -11,12 +11,12 @@ supernet), one per worker process on both engines. :meth:`TrialRunner.prepare` b
 trial's clock starts and returns the cost of the set-up work an evaluator declares (a one-shot supernet's
 training, :mod:`evaluators.registry`), which the driver charges once as overhead.
 
-Limits (:mod:`nas.search.constraints`): after sampling, the architecture's MACs, params and (when asked for)
+Limits (:mod:`nas.study.constraints`): after sampling, the architecture's MACs, params and (when asked for)
 latency are measured before anything is built; a sample over a limit is *rejected*: not evaluated, charged
 its check's seconds as overhead, recorded with its constraint values. Baselines are evaluated whatever their
 cost (they are the study's references), and recorded as infeasible when over a limit.
 
-Fidelity ladder (:mod:`nas.search.fidelity`): a trial is one rung of one *lineage* (an architecture's training
+Fidelity ladder (:mod:`nas.study.fidelity`): a trial is one rung of one *lineage* (an architecture's training
 across rungs, named by the number of its rung-0 trial). Rung 0 trains from scratch; a promotion continues the
 lineage's checkpoint of the rung below (``<run_dir>/ladder/<lineage>/rung<r>.pt``), so a trial's cost is that
 rung's training only. A checkpoint is kept only while a promotion may still continue it: the top rung saves
@@ -53,12 +53,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nas.arch import Arch
-from nas.search import stopping
-from nas.search.budget import TrialCost
-from nas.search.failures import TrialTimeout, deadline, failure_reason, release_memory
-from nas.search.fidelity import default_min_images
-from nas.search.settings import TARGET_IMG_SIZE, SearchSettings
+from nas.core.arch import Arch
+from nas.study.budget import TrialCost
+from nas.study.fidelity import default_min_images
+from nas.study.settings import TARGET_IMG_SIZE, SearchSettings
+from nas.system import stopping
+from nas.system.failures import TrialTimeout, deadline, failure_reason, release_memory
 
 __all__ = ["Earlier", "TrialRecord", "TrialRunner", "earlier_results", "run_trial"]
 
@@ -185,9 +185,7 @@ class TrialRunner:
         self._measured: tuple[str, dict[str, Any]] = ("", {})  # the last architecture measured
         self.baselines = settings.point_names()  # the named networks: baselines and enqueued architectures
         self.id = uuid.uuid4().hex[:8]  # trials record which runner (so which worker's state) scored them
-        # a trial that holds no GPU trains on the CPU, though it may see the machine's GPUs (Ray leaves a
-        # num_gpus=0 task's CUDA_VISIBLE_DEVICES alone since 2.x: it would train on cuda:0 unreserved)
-        self._device = "cpu" if device is None and settings.gpus_per_trial == 0 else device
+        self._device = settings.trial_device if device is None else device  # resolved once, by the settings
         self._data = None
         self._evaluator: Any = None
         self._prepared = False
@@ -244,8 +242,8 @@ class TrialRunner:
 
     @property
     def ladder(self) -> Any:
-        """The search's :class:`~nas.search.fidelity.Ladder` (None for a single fidelity): rung 0 trains on
-        ``--min-fidelity`` images, by default :func:`~nas.search.fidelity.default_min_images` of what the
+        """The search's :class:`~nas.study.fidelity.Ladder` (None for a single fidelity): rung 0 trains on
+        ``--min-fidelity`` images, by default :func:`~nas.study.fidelity.default_min_images` of what the
         profile's proxy trains on (its epochs of whole batches of its pool)."""
         if self.settings.fidelity != "ladder":
             return None
@@ -404,7 +402,7 @@ def run_trial(
 
     ``on_arch`` is called with the architecture as soon as it is known (the Optuna driver stores it then, so
     that a worker killed mid-trial leaves enough to re-run it). Any exception fails the trial with its reason
-    (:func:`~nas.search.failures.failure_reason`); Ctrl-C / SIGTERM fails it as ``interrupted:``, charged as
+    (:func:`~nas.system.failures.failure_reason`); Ctrl-C / SIGTERM fails it as ``interrupted:``, charged as
     overhead, and the driver stops the search after recording it. On a ladder ``step`` is the (lineage,
     rung) to train (None: a new lineage at rung 0, named ``number``). ``known(arch)`` is the engine's
     earlier result of ``arch`` (the module docstring's repeats), or None.

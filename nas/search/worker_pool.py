@@ -22,12 +22,12 @@ from typing import Any
 
 import torch
 
-from nas.search import stopping
-from nas.search.budget import Session
-from nas.search.constraints import NothingFeasible
-from nas.search.failures import WriteFailed
-from nas.search.settings import SearchSettings
-from nas.search.study_file import StudyFileLost
+from nas.study.budget import Session
+from nas.study.constraints import NothingFeasible
+from nas.study.settings import SearchSettings
+from nas.study.study_file import StudyFileLost
+from nas.system import stopping
+from nas.system.failures import WriteFailed
 
 __all__ = ["WorkerLoop", "WorkerPool", "threads_per_worker"]
 

@@ -1,0 +1,1111 @@
+"""The ``nas`` command line (typer + rich).
+
+Heavy imports (torch, timm) happen inside the commands, so ``nas --help`` stays fast. Errors a user can cause
+(a bad architecture file, an image too small for an architecture, a size out of its bounds, a value that is
+not a number) are caught here and printed as one sentence with exit code 2. Every size is checked against
+:mod:`nas.core.bounds` before anything is loaded or built.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from typer.core import TyperCommand, TyperGroup
+
+from nas.core.bounds import (
+    MAX_BATCH,
+    MAX_CLASSES,
+    MAX_EPOCHS,
+    MAX_IMAGES,
+    MAX_IMG_SIZE,
+    MAX_IN_CHANS,
+    MAX_SEED,
+    MAX_WIDTH,
+    whole,
+)
+from nas.core.option_names import flags
+from nas.system.openmp import wait_briefly
+
+USER_ERROR = 2
+console = Console()
+err_console = Console(stderr=True)
+
+
+def _print_error(message: str) -> None:
+    """``error: message`` on stderr, on one line; the message is text, never rich markup."""
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
+class _FlagsTakeNoValue:
+    """typer 0.29's rich help gives every option a type column, flags included (``--resume <bool>``, as if
+    it took a value): a flag's is left empty, as click's plain help leaves it."""
+
+    def get_params(self, ctx: typer.Context) -> list[Any]:
+        params = super().get_params(ctx)  # type: ignore[misc]
+        for param in params:  # typer's own copy of click's classes: read as duck types
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+        return params
+
+
+class _Command(_FlagsTakeNoValue, TyperCommand):
+    """A ``nas`` command (its help shows no value for a flag)."""
+
+
+class _Commands(_FlagsTakeNoValue, TyperGroup):
+    """The ``nas`` commands. A value the command line cannot convert (a word or a fraction where a whole
+    number is meant, a number of 5000 digits) is one sentence and exit code 2, like every other bad input,
+    instead of typer's usage text and box."""
+
+    def invoke(self, ctx: typer.Context) -> object:
+        try:
+            with flags():  # messages name options as this command's flags (--resume), not as keywords
+                return super().invoke(ctx)
+        except typer.BadParameter as err:
+            name = err.param.name.replace("_", "-") if err.param is not None and err.param.name else "value"
+            text = err.message.strip().rstrip(".")  # empty for a missing argument: its own message says it
+            text = f"{name}: {_lower_first(text)}" if text else _lower_first(err.format_message().rstrip("."))
+            _print_error(text)
+            raise typer.Exit(USER_ERROR) from None
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]
+
+
+app = typer.Typer(
+    cls=_Commands,
+    name="nas",
+    help="Neural architecture search over hybrid convolution / attention vision networks.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@contextmanager
+def _user_errors() -> Iterator[None]:
+    """Turn a ValueError (bad input) into one clear sentence and exit code 2."""
+    try:
+        yield
+    except ValueError as err:
+        _print_error(str(err))
+        raise typer.Exit(USER_ERROR) from None
+
+
+def _check_task(
+    img_size: int | None = None, num_classes: int | None = None, in_chans: int | None = None
+) -> None:
+    """The sizes of the network a command builds, within their bounds (:mod:`nas.core.bounds`)."""
+    for name, value, most in (
+        ("img-size", img_size, MAX_IMG_SIZE),
+        ("num-classes", num_classes, MAX_CLASSES),
+        ("in-chans", in_chans, MAX_IN_CHANS),
+    ):
+        if value is not None:
+            whole(name, value, 1, most)
+
+
+def _fwd_bwd_ms(module, x) -> float:
+    start = time.perf_counter()
+    module(x).float().sum().backward()
+    return 1000 * (time.perf_counter() - start)
+
+
+def _example_stage(block: str, mixer: str, width: int):
+    """A one-block stage of this block and mixer at ``width``, with the most heads (<= 8) the width allows."""
+    from dataclasses import replace
+
+    from nas.core.arch import Stage
+
+    if mixer == "conv":
+        return Stage(block, mixer, depth=1, width=width)
+    stage = Stage(block, mixer, depth=1, width=width, k=7 if mixer == "local" else None, heads=1)
+    return replace(stage, heads=stage.max_heads(8))
+
+
+@app.command(cls=_Command)
+def ops(
+    width: Annotated[int, typer.Option(help="Channels of the example blocks.")] = 64,
+    size: Annotated[int, typer.Option(help="Side of the example feature map.")] = 14,
+) -> None:
+    """Build every registered stem and every (block, mixer) pair, run forward + backward, print a summary."""
+    import torch
+
+    from nas.core.arch import BLOCK_MIXERS
+    from nas.core.model import count_params, mixer_cfg
+    from nas.core.ops import BLOCKS, STEMS
+
+    torch.manual_seed(0)
+    table = Table(
+        title=f"ops: blocks at {width} channels on {size}x{size} maps, stems on 3x{4 * size}² images"
+    )
+    for column in ("kind", "op", "params", "output", "fwd+bwd ms"):
+        table.add_column(column, justify="right" if column in ("params", "fwd+bwd ms") else "left")
+    with _user_errors():
+        whole("width", width, 1, MAX_WIDTH)
+        whole("size", size, 1, MAX_IMG_SIZE // 4)  # the stems run on images of 4 x size
+        for kind in STEMS.names():
+            stem = STEMS.get(kind)(3, width, patch=4 if kind == "patch" else None)
+            x = torch.randn(2, 3, 4 * size, 4 * size)
+            ms = _fwd_bwd_ms(stem, x)
+            table.add_row("stem", kind, f"{count_params(stem):,}", str(tuple(stem(x).shape)), f"{ms:.1f}")
+        for block, mixers in BLOCK_MIXERS.items():
+            for mixer in mixers:
+                stage = _example_stage(block, mixer, width)
+                op = BLOCKS.get(block)(
+                    width, width, 2, mixer_cfg(stage, (size, size)), 0.0, expand=stage.expand
+                )
+                x = torch.randn(2, width, size, size)
+                ms = _fwd_bwd_ms(op, x)
+                table.add_row(
+                    "block", stage.key, f"{count_params(op):,}", str(tuple(op(x).shape)), f"{ms:.1f}"
+                )
+    console.print(table)
+
+
+@app.command(cls=_Command)
+def inspect(
+    arch_file: Annotated[Path, typer.Argument(help="Architecture JSON (the flat labelled dict).")],
+    img_size: Annotated[int, typer.Option(help="Input side in pixels.")] = 224,
+    num_classes: Annotated[int, typer.Option(help="Classifier outputs.")] = 1000,
+    in_chans: Annotated[int, typer.Option(help="Input channels.")] = 3,
+) -> None:
+    """Build an architecture and print its stages: output shapes, parameters, forward time."""
+    import torch
+
+    from nas.core.arch import Arch
+    from nas.core.model import build_model, count_params
+
+    with _user_errors():
+        _check_task(img_size, num_classes, in_chans)
+        arch = Arch.load(arch_file)
+        model = build_model(arch, num_classes=num_classes, in_chans=in_chans, img_size=img_size).eval()
+    table = Table(title=arch.key)
+    for column in ("part", "blocks", "output", "params"):
+        table.add_column(column, justify="right" if column in ("blocks", "params") else "left")
+    with torch.no_grad():
+        x = torch.randn(1, in_chans, img_size, img_size)
+        start = time.perf_counter()
+        x = model.stem(x)
+        table.add_row(f"stem {arch.stem.key}", "", str(tuple(x.shape)), f"{count_params(model.stem):,}")
+        for i, (stage, module) in enumerate(zip(arch.stages, model.stages, strict=True), start=1):
+            x = module(x)
+            table.add_row(
+                f"s{i} {stage.key}", str(stage.depth), str(tuple(x.shape)), f"{count_params(module):,}"
+            )
+        logits = model.forward_head(x)
+        ms = 1000 * (time.perf_counter() - start)
+    head_params = count_params(model) - count_params(model.stem) - count_params(model.stages)
+    table.add_row(f"head {arch.head.kind}", "", str(tuple(logits.shape)), f"{head_params:,}")
+    table.add_row("[bold]total", str(arch.depth), "", f"[bold]{count_params(model):,}")
+    console.print(table)
+    console.print(f"forward, batch 1 at {img_size}x{img_size} on the CPU: {ms:.0f} ms")
+
+
+def _check_format(value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"unknown format {value!r}; allowed: {', '.join(allowed)}")
+
+
+def _rel(ours: float, paper: float | None) -> float | None:
+    return None if not paper else ours / paper - 1
+
+
+_NARROW_HELP = (
+    "Keep a decision of the space to some of its values: NAME=V1,V2 or NAME=LO..HI, e.g. s3.op=rel,ext "
+    "(repeatable; `nas spaces` lists the decisions)."
+)
+
+
+@app.command(cls=_Command)
+def spaces(
+    space: Annotated[str | None, typer.Option(help="Only this space. \\[default: all of them]")] = None,
+    narrow: Annotated[list[str] | None, typer.Option(help=_NARROW_HELP + " Needs --space.")] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help="table or json (every decision with all its values).")
+    ] = "table",
+) -> None:
+    """List the search spaces: choices, cardinality, baselines and proxy profiles."""
+    import json
+
+    problems: list[str] = []
+    with _user_errors():
+        from search_spaces import get_space, list_spaces, plugin_problems
+        from search_spaces.narrowed import parse_items
+
+        _check_format(fmt, ("table", "json"))
+        if narrow and space is None:
+            raise ValueError("narrow: name the space it narrows with --space")
+        if space:
+            shown = [get_space(space, parse_items(narrow or ()))]
+        else:  # every space that builds; an installed plugin that does not is named after them
+            shown, problems = [], plugin_problems()
+            for name in list_spaces():
+                with contextlib.suppress(ValueError):  # its sentence is among the problems
+                    shown.append(get_space(name))
+    for problem in problems:
+        err_console.print(f"[yellow]skipped[/]: {escape(problem)}", highlight=False, soft_wrap=True)
+    if fmt == "json":
+        console.print_json(json.dumps([_space_json(one) for one in shown]))
+        return
+    for one in shown:
+        _print_space(one)
+
+
+def _space_json(space: Any) -> dict[str, Any]:
+    """A space as data: each decision's values (an integer range as its low and high), its narrowing, its
+    size, baselines and proxy profiles."""
+    import dataclasses
+
+    decisions = {
+        name: {"low": values[0], "high": values[-1]} if isinstance(values, range) else list(values)
+        for name, values in space.decisions().items()
+    }
+    from search_spaces import origin
+
+    return {
+        "name": space.name,
+        "description": space.description,
+        "origin": origin(space.name),
+        "decisions": decisions,
+        "narrowed": space.narrowing,
+        "cardinality": space.cardinality(),
+        "baselines": list(space.baselines()),
+        "profiles": {name: dataclasses.asdict(p) for name, p in space.profiles.items()},
+    }
+
+
+def _print_space(space: Any) -> None:
+    from search_spaces import origin
+
+    where = origin(space.name)
+    title = f"{space.name}: {space.description}" + ("" if where == "built in" else f" (plugin: {where})")
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column("decision", style="bold")
+    table.add_column("choices")
+    for decision, text in space.choices().items():
+        table.add_row(decision, text)
+    per_stage = dict.fromkeys(re.sub(r"^s\d+\.", "s<i>.", name) for name in space.decisions())
+    table.add_row("decisions", ", ".join(per_stage) + " (what --narrow names; s<i> is stage i)")
+    table.add_row("cardinality", f"{space.cardinality():,} architectures")
+    table.add_row("baselines", ", ".join(space.baselines()) or "none inside")
+    table.add_row(
+        "profiles", "; ".join(f"{p.name}: {p.description} [{_schedule(p)}]" for p in space.profiles.values())
+    )
+    console.print(table)
+
+
+def _schedule(profile: Any) -> str:
+    """What a profile's proxy trains on, in words (``nas search --proxy-epochs`` changes the epochs)."""
+    images = f"{profile.train_samples:,} images" if profile.train_samples else "the training split"
+    return f"{profile.epochs} x {images}, batch {profile.batch_size}"
+
+
+# `nas cost` and `nas baselines`: how MACs are counted (evaluators.complexity.CONVENTIONS)
+_Convention = Annotated[
+    str,
+    typer.Option(
+        help="How MACs are counted: fvcore (multiply-adds only, as every search counts them) or paper "
+        "(plus the attention maps' arithmetic: 7 operations per map entry, the logit from its terms and "
+        "the softmax; see evaluators/complexity.py)."
+    ),
+]
+
+
+@app.command(cls=_Command)
+def baselines(
+    space: Annotated[str, typer.Option(help="Search space name (see `nas spaces`).")] = "coatnet",
+    img_size: Annotated[int, typer.Option(help="Input side in pixels.")] = 224,
+    fmt: Annotated[str, typer.Option("--format", help="table, json or csv.")] = "table",
+    convention: _Convention = "fvcore",
+) -> None:
+    """Params and MACs of every baseline of a space beside the paper's figures (in the paper's convention)."""
+    import csv
+    import json
+    import sys
+
+    with _user_errors():
+        _check_format(fmt, ("table", "json", "csv"))
+        _check_task(img_size)
+        from evaluators.complexity import check_convention, count
+        from search_spaces import get_space
+
+        check_convention(convention)
+        rows = []
+        for baseline in get_space(space).baselines().values():
+            cost = count(baseline.arch, img_size=img_size, convention=convention)
+            paper = baseline.paper
+            paper_flops = paper.flops_at(img_size)
+            paper_macs = None if paper_flops is None else paper_flops / paper.to_paper_convention(1)
+            rows.append(
+                {
+                    "name": baseline.name,
+                    "key": baseline.arch.key,
+                    "arch": baseline.arch.to_flat(),
+                    "img_size": img_size,
+                    "params": cost.params,
+                    "macs": cost.macs,
+                    "convention": convention,
+                    "paper_params": paper.params,
+                    "paper_macs": paper_macs,
+                    "paper_flops": paper_flops,
+                    "paper_convention": paper.convention,
+                    "flops": paper.to_paper_convention(cost.macs),
+                    "params_diff": _rel(cost.params, paper.params),
+                    "macs_diff": _rel(cost.macs, paper_macs),
+                    "source": paper.source,
+                }
+            )
+    if fmt == "json":
+        console.print_json(json.dumps(rows))
+        return
+    if fmt == "csv":
+        writer = csv.DictWriter(
+            sys.stdout, fieldnames=[k for k in rows[0] if k != "arch"], extrasaction="ignore"
+        )
+        writer.writeheader()
+        writer.writerows(rows)
+        return
+    table = Table(
+        title=f"{space} baselines at {img_size} px",
+        caption=f"MACs counted as {convention} (one multiply-add = 1"
+        + ("; plus attention maps' element-wise work" if convention == "paper" else "")
+        + "). Paper FLOPs in the paper's convention: MACs (CoAtNet) or 2xMACs (SASA's FLOPS); "
+        "Δ compares MACs.",
+    )
+    table.add_column("baseline")
+    for column in ("params", "paper", "Δ", "MACs", "paper FLOPs", "Δ "):
+        table.add_column(column, justify="right", no_wrap=True)
+    for row in rows:
+        paper_flops = (
+            "-"
+            if row["paper_flops"] is None
+            else f"{row['paper_flops'] / 1e9:.1f}G {row['paper_convention']}"
+        )
+        table.add_row(
+            row["name"],
+            f"{row['params'] / 1e6:.2f}M",
+            _fmt(row["paper_params"], 1e6, "M"),
+            _pct(row["params_diff"]),
+            f"{row['macs'] / 1e9:.3f}G",
+            paper_flops,
+            _pct(row["macs_diff"]),
+        )
+    console.print(table)
+
+
+def _fmt(value: float | None, scale: float, unit: str) -> str:
+    return "-" if value is None else f"{value / scale:.1f}{unit}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:+.1f}%"
+
+
+@app.command(cls=_Command)
+def cost(
+    arch_file: Annotated[Path, typer.Argument(help="Architecture JSON (the flat labelled dict).")],
+    img_size: Annotated[int, typer.Option(help="Input side in pixels.")] = 224,
+    num_classes: Annotated[int, typer.Option(help="Classifier outputs.")] = 1000,
+    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    convention: _Convention = "fvcore",
+) -> None:
+    """Params and MACs of an architecture, in total and per stage."""
+    import json
+
+    from nas.core.arch import Arch
+
+    with _user_errors():
+        _check_format(fmt, ("table", "json"))
+        _check_task(img_size, num_classes)
+        from evaluators.complexity import check_convention, count
+
+        check_convention(convention)
+        arch = Arch.load(arch_file)
+        result = count(arch, img_size=img_size, num_classes=num_classes, convention=convention)
+    if fmt == "json":
+        parts = [{"part": p.name, "params": p.params, "macs": p.macs} for p in result.parts]
+        console.print_json(
+            json.dumps(
+                {
+                    "key": arch.key,
+                    "arch": arch.to_flat(),
+                    "img_size": img_size,
+                    "params": result.params,
+                    "macs": result.macs,
+                    "convention": convention,
+                    "parts": parts,
+                }
+            )
+        )
+        return
+    table = Table(title=f"{arch.key} at {img_size} px, MACs counted as {convention}")
+    for column in ("part", "params", "MACs", "share"):
+        table.add_column(column, justify="left" if column == "part" else "right")
+    for part in result.parts:
+        table.add_row(
+            part.name, f"{part.params:,}", f"{part.macs:,}", f"{100 * part.macs / result.macs:.1f}%"
+        )
+    table.add_row("[bold]total", f"[bold]{result.params:,}", f"[bold]{result.macs:,}", "")
+    console.print(table)
+
+
+@app.command(cls=_Command)
+def search(
+    space: Annotated[
+        str | None, typer.Option(help="Search space (see `nas spaces`). \\[default: coatnet]")
+    ] = None,
+    budget: Annotated[
+        str | None,
+        typer.Option(help="e.g. 8gpu-days, 12gpu-hours, 6cpu-hours, 45min, 2h, 200trials. \\[default: 5min]"),
+    ] = None,
+    evaluator: Annotated[
+        str | None, typer.Option(help="complexity | proxy | oneshot. \\[default: proxy]")
+    ] = None,
+    dataset: Annotated[
+        str | None,
+        typer.Option(
+            help="fashion-mnist | cifar10 | cifar100 | imagefolder:PATH. \\[default: fashion-mnist]"
+        ),
+    ] = None,
+    data_dir: Annotated[
+        str | None, typer.Option(help="Where the dataset lives (else $NAS_DATA, system copies).")
+    ] = None,
+    profile: Annotated[
+        str | None, typer.Option(help="Proxy profile of the space: cpu | gpu | full. \\[default: cpu]")
+    ] = None,
+    proxy_epochs: Annotated[
+        int | None,
+        typer.Option(
+            help="Epochs of the proxy's training (a ladder's rungs scale with it). \\[default: the profile's]"
+        ),
+    ] = None,
+    objectives: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated metric[:max|min]. \\[default: top1:max,macs:min; complexity: macs,params]"
+        ),
+    ] = None,
+    sampler: Annotated[
+        str | None,
+        typer.Option(help="tpe | nsga2 | gp | random. \\[default: tpe]"),
+    ] = None,
+    study: Annotated[
+        str | None,
+        typer.Option(help="Study name; outputs go to runs/<study>/. \\[default: <space>-<evaluator>]"),
+    ] = None,
+    storage: Annotated[
+        str | None,
+        typer.Option(help="Optuna storage: an RDB URL or journal:PATH. \\[default: runs/<study>/study.db]"),
+    ] = None,
+    backend: Annotated[str | None, typer.Option(help="optuna | ray. \\[default: optuna]")] = None,
+    seed: Annotated[
+        int | None, typer.Option(help="Seed of the sampler, data split and training. \\[default: 0]")
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            help="Optuna worker processes on this machine; they share its CPU threads equally. \\[default: 1]"
+        ),
+    ] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an existing study.")] = False,
+    download: Annotated[
+        bool, typer.Option("--download", help="Download the dataset with torchvision if no copy is found.")
+    ] = False,
+    repair: Annotated[
+        bool,
+        typer.Option(
+            "--repair", help="With --resume: set aside a manifest.json that is not JSON and rebuild it."
+        ),
+    ] = False,
+    no_baselines: Annotated[
+        bool, typer.Option("--no-baselines", help="Do not enqueue the space's baselines first.")
+    ] = False,
+    enqueue: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="An architecture JSON file to evaluate first, labelled by its file name as the baselines "
+            "are (repeatable)."
+        ),
+    ] = None,
+    narrow: Annotated[list[str] | None, typer.Option(help=_NARROW_HELP)] = None,
+    runs_dir: Annotated[
+        str | None, typer.Option(help="Folder of the run directories. \\[default: runs]")
+    ] = None,
+    address: Annotated[
+        str | None, typer.Option(help="Ray cluster to join: auto or ray://host:port (--backend ray).")
+    ] = None,
+    gpus_per_trial: Annotated[
+        float | None,
+        typer.Option(
+            help="GPUs each trial holds (Ray; 0 keeps trials on the CPU). \\[default: 1 with CUDA, else 0]"
+        ),
+    ] = None,
+    cpus_per_trial: Annotated[
+        float | None, typer.Option(help="CPUs each trial holds (Ray). \\[default: 1]")
+    ] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Trials at once (Ray). \\[default: 1]")] = None,
+    supernet_workers: Annotated[
+        int | None,
+        typer.Option(help="Ray Train workers that train the one-shot supernet data-parallel. \\[default: 1]"),
+    ] = None,
+    cpus_per_worker: Annotated[
+        float | None, typer.Option(help="CPUs each supernet worker holds (Ray). \\[default: 1]")
+    ] = None,
+    trial_timeout: Annotated[float | None, typer.Option(help="Seconds after which a trial fails.")] = None,
+    macs_img_size: Annotated[
+        int | None, typer.Option(help="Image size of the MACs/params objectives. \\[default: 224]")
+    ] = None,
+    max_macs: Annotated[
+        str | None, typer.Option(help="Hard limit on MACs, e.g. 4.2G; samples over it are never trained.")
+    ] = None,
+    max_params: Annotated[str | None, typer.Option(help="Hard limit on parameters, e.g. 25M.")] = None,
+    max_latency: Annotated[
+        str | None, typer.Option(help="Hard limit on latency on --latency-device, e.g. 12ms.")
+    ] = None,
+    at_cost_of: Annotated[
+        str | None, typer.Option(help="A baseline (e.g. CoAtNet-0): its MACs and params are the limits.")
+    ] = None,
+    latency_device: Annotated[
+        str | None,
+        typer.Option(help="cpu | cuda | cuda:N: where latency_ms is measured. \\[default: search's]"),
+    ] = None,
+    latency_batch: Annotated[
+        int | None, typer.Option(help="Batch size of latency_ms. \\[default: 1]")
+    ] = None,
+    fidelity: Annotated[
+        str | None,
+        typer.Option(help="single | ladder (1 in --eta trials trains on). \\[default: single]"),
+    ] = None,
+    eta: Annotated[int | None, typer.Option(help="The ladder's reduction factor. \\[default: 3]")] = None,
+    rungs: Annotated[int | None, typer.Option(help="The ladder's rungs. \\[default: 3]")] = None,
+    min_fidelity: Annotated[
+        int | None,
+        typer.Option(
+            help="Images trained on at the bottom rung. \\[default: the proxy's / (2 eta): rung 1 half]"
+        ),
+    ] = None,
+    rung_schedule: Annotated[
+        str | None,
+        typer.Option(
+            help="top | rung: one learning-rate schedule to the top rung, or one per rung. \\[default: top]"
+        ),
+    ] = None,
+    rung_val_images: Annotated[
+        str | None,
+        typer.Option(help="N or all: validation images of the rungs below the top. \\[default: 500]"),
+    ] = None,
+    promotion: Annotated[
+        str | None,
+        typer.Option(
+            help="asha | quota: promote a rung's top 1/eta as it stands, or at most 1/eta of it in all. "
+            "\\[default: asha]"
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="YAML/TOML file with the same keys; flags override it.")
+    ] = None,
+) -> None:
+    """Search a space: sample architectures, evaluate them, keep the study; writes runs/<study>/."""
+    with _user_errors():
+        from nas.api import run_search
+        from nas.study.settings import SearchSettings
+        from nas.study.study_file import StudyFileLost
+        from nas.system.failures import WriteFailed
+
+        settings = SearchSettings.from_sources(
+            config,
+            space=space,
+            budget=budget,
+            evaluator=evaluator,
+            dataset=dataset,
+            data_dir=data_dir,
+            profile=profile,
+            proxy_epochs=proxy_epochs,
+            objectives=objectives,
+            sampler=sampler,
+            study=study,
+            storage=storage,
+            backend=backend,
+            seed=seed,
+            workers=workers,
+            resume=True if resume else None,
+            download=True if download else None,
+            repair=True if repair else None,
+            baselines=False if no_baselines else None,
+            enqueue=enqueue or None,
+            narrow=narrow or None,
+            runs_dir=runs_dir,
+            address=address,
+            gpus_per_trial=gpus_per_trial,
+            cpus_per_trial=cpus_per_trial,
+            concurrency=concurrency,
+            supernet_workers=supernet_workers,
+            cpus_per_worker=cpus_per_worker,
+            trial_timeout=trial_timeout,
+            macs_img_size=macs_img_size,
+            max_macs=max_macs,
+            max_params=max_params,
+            max_latency=max_latency,
+            at_cost_of=at_cost_of,
+            latency_device=latency_device,
+            latency_batch=latency_batch,
+            fidelity=fidelity,
+            eta=eta,
+            rungs=rungs,
+            min_fidelity=min_fidelity,
+            rung_schedule=rung_schedule,
+            rung_val_images=rung_val_images,
+            promotion=promotion,
+        )
+        try:
+            outcome = run_search(settings, console)
+        except (StudyFileLost, WriteFailed) as gone:  # one sentence says where, and why
+            err_console.print(f"[bold red]error:[/] {gone}", highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+    states = outcome.trials["state"].value_counts() if len(outcome.trials) else {}
+    done, rejected = int(states.get("COMPLETE", 0)), int(states.get("INFEASIBLE", 0))
+    repeats = int(states.get("REPEAT", 0))
+    also = f", {_count(rejected, 'sample')} rejected over the limits" if rejected else ""
+    also += f", {_count(repeats, 'repeated architecture')} answered from the study" if repeats else ""
+    console.print(f"{_count(done, 'trial')} complete{also}; trials table: {outcome.run_dir / 'trials.csv'}")
+    if outcome.ran is not None:
+        console.print(f"this worker ran {_count(outcome.ran, 'trial')}")
+    console.print(f"manifest: {outcome.manifest}")
+    if outcome.report is not None:
+        console.print(f"report: {outcome.report}")
+    if outcome.front:
+        console.print(f"front: {_count(outcome.front, 'architecture')} ({outcome.run_dir / 'pareto.csv'})")
+    elif outcome.no_front:
+        console.print(f"[yellow]the front is empty[/]: {outcome.no_front}", highlight=False)
+    if outcome.idle:
+        console.print(f"[yellow]note[/]: {outcome.idle}", highlight=False)
+    if outcome.interrupted:
+        raise typer.Exit(128 + (outcome.signum or 2))  # 130 for Ctrl-C (SIGINT), 143 for SIGTERM
+    if outcome.lost:
+        err_console.print(f"[bold red]error:[/] {outcome.lost}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
+    if outcome.failed:  # the search produced nothing, or its trials fail: a script must not read success
+        if outcome.failed != outcome.stopped:  # a failure streak was printed as it stopped the search
+            err_console.print(f"[bold red]error:[/] {outcome.failed}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
+
+
+def _refresh(run_dir: Path) -> str | None:
+    """Bring a study's trials table up to date from its storage (a search writes it as a session ends, so a
+    running study's is behind); where the study cannot be read, why (the command goes on with the table
+    and, once it has done its work, says so: a command that fails says only why it failed)."""
+    if not (run_dir / "manifest.json").exists():
+        return None  # not a run directory: the command says so in its own words
+    from nas.search.run import refresh_trials
+
+    # a report of a study whose PostgreSQL server is gone waits 10 s for it, not the TCP timeout (2 min)
+    os.environ.setdefault("PGCONNECT_TIMEOUT", "10")
+    try:
+        refresh_trials(run_dir)
+    except (ValueError, OSError) as why:
+        return str(why)
+    return None
+
+
+def _say_behind(why: str | None) -> None:
+    if why is not None:
+        err_console.print(
+            f"[yellow]note[/]: the trials table was read as the search last wrote it, not from the study: "
+            f"{why}",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _run_dir(study: str, runs_dir: str) -> Path:
+    """A study's run directory: a path to one, or a study name under ``runs_dir``."""
+    path = Path(study)
+    if (path / "manifest.json").exists():
+        return path
+    from nas.study.settings import check_study_name
+
+    check_study_name(study)
+    return Path(runs_dir) / study
+
+
+@app.command(cls=_Command)
+def report(
+    study: Annotated[str, typer.Argument(help="Study name (under --runs-dir) or a run directory.")],
+    runs_dir: Annotated[str, typer.Option(help="Folder of the run directories.")] = "runs",
+) -> None:
+    """Write report.html (offline, interactive), pareto.png and pareto.csv of a study."""
+    with _user_errors():
+        from results.report import write_report
+
+        run_dir = _run_dir(study, runs_dir)
+        behind = _refresh(run_dir)
+        path = write_report(run_dir)
+    _say_behind(behind)
+    console.print(f"report: {path}")
+
+
+@app.command(cls=_Command)
+def compare(
+    studies: Annotated[
+        list[str], typer.Argument(help="Two or more studies: names under --runs-dir or run directories.")
+    ],
+    out: Annotated[
+        Path, typer.Option(help="The page to write (.html); its table goes beside it (.csv).")
+    ] = Path("compare.html"),
+    by: Annotated[
+        str | None,
+        typer.Option(
+            help="Group the studies by a setting (sampler, fidelity, space, evaluator, profile, backend): "
+            "each group's mean and spread over its studies, e.g. its seeds."
+        ),
+    ] = None,
+    runs_dir: Annotated[str, typer.Option(help="Folder of the run directories.")] = "runs",
+) -> None:
+    """Compare studies: fronts on one plot, hypervolumes on one box; writes compare.html and .csv."""
+    with _user_errors():
+        from results.comparison import check_by
+        from results.comparison import compare as compare_studies
+        from results.comparison_page import groups_shown, write_comparison
+
+        check_by(by)  # before any study is read
+        run_dirs = [_run_dir(study, runs_dir) for study in studies]
+        behind = {run_dir: why for run_dir in run_dirs if (why := _refresh(run_dir)) is not None}
+        comparison = compare_studies(run_dirs, by=by)
+        written = write_comparison(comparison, out)
+    for run_dir, why in behind.items():
+        _say_behind(f"{run_dir}: {why}")
+    frame = comparison.table()
+    at_equal = next(c for c in frame.columns if str(c).startswith("hypervolume at"))
+    table = Table(title="studies compared (hypervolume: normalized, on one box)", title_justify="left")
+    columns = ("study", "sampler", "fidelity", "trials", "device time", "front", "hypervolume", at_equal)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for _, row in frame.iterrows():
+        table.add_row(*(f"{row[c]:.4f}" if "hypervolume" in c else str(row[c]) for c in columns))
+    console.print(table)
+    if comparison.differences:
+        err_console.print(
+            "[yellow]note[/]: the studies measure their objectives differently, so they compare only as "
+            f"measured: {'; '.join(comparison.differences)}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if by is not None:
+        groups = groups_shown(comparison.group_table())
+        table = Table(title=f"by {by}: over each group's studies", title_justify="left")
+        for column in groups.columns:
+            table.add_column(str(column), overflow="fold")
+        for row in groups.itertuples(index=False):
+            table.add_row(*map(str, row))
+        console.print(table)
+    for path in written[1:]:
+        console.print(f"table: {path}", highlight=False, soft_wrap=True)
+    console.print(f"comparison: {written[0]}", highlight=False, soft_wrap=True)
+
+
+@app.command(cls=_Command)
+def export(
+    study: Annotated[str, typer.Argument(help="Study name (under --runs-dir) or a run directory.")],
+    trial: Annotated[list[int] | None, typer.Option(help="Trial number to export (repeatable).")] = None,
+    pareto: Annotated[bool, typer.Option("--pareto", help="Export every trial on the Pareto front.")] = False,
+    out: Annotated[str | None, typer.Option(help="Output folder. \\[default: runs/<study>/export]")] = None,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="Standalone file: export (torch.export, model.pt2) | onnx (ONNX opset 20, model.onnx; "
+            "pip install 'nas-hybrid\\[onnx]') | torchscript | none.",
+        ),
+    ] = "export",
+    runs_dir: Annotated[str, typer.Option(help="Folder of the run directories.")] = "runs",
+) -> None:
+    """Write arch.json, trial.json, model.pt and a standalone file per chosen trial; prints each file.
+
+    model.pt is the evaluated network (nas.create_model loads it)."""
+    with _user_errors():
+        if bool(trial) == pareto:
+            raise ValueError("export: give either --trial N (one or more) or --pareto")
+        from results.export import export_trials
+
+        run_dir = _run_dir(study, runs_dir)
+        behind = _refresh(run_dir)
+        written = export_trials(run_dir, out or run_dir / "export", trials=trial or None, fmt=fmt)
+    _say_behind(behind)
+    for folder in written:  # each folder holds exactly what this export wrote (built complete, then renamed)
+        for path in sorted(folder.iterdir()):
+            console.print(str(path), highlight=False, soft_wrap=True)
+        if not (folder / "model.pt").exists():
+            console.print(f"{folder}: no model files (the search kept no weights for it)", highlight=False)
+
+
+@app.command(cls=_Command)
+def train(
+    arch: Annotated[str, typer.Argument(help="arch.json (or JSON text) of the architecture to train.")],
+    dataset: Annotated[str, typer.Option(help="fashion-mnist | cifar10 | cifar100 | imagefolder:PATH.")] = (
+        "fashion-mnist"
+    ),
+    data_dir: Annotated[str | None, typer.Option(help="Where the dataset lives.")] = None,
+    download: Annotated[
+        bool, typer.Option("--download", help="Download the dataset with torchvision if no copy is found.")
+    ] = False,
+    space: Annotated[
+        str | None,
+        typer.Option(
+            help="Space whose profile scales the network. \\[default: the space that holds it, else coatnet]"
+        ),
+    ] = None,
+    profile: Annotated[
+        str | None, typer.Option(help="cpu | gpu | full. \\[default: full with CUDA, else cpu]")
+    ] = None,
+    epochs: Annotated[int, typer.Option(help="Passes over the training images.")] = 10,
+    batch_size: Annotated[int, typer.Option(help="Images per step.")] = 64,
+    train_samples: Annotated[int | None, typer.Option(help="Training images used (default: all).")] = None,
+    lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = 1e-3,
+    seed: Annotated[int, typer.Option(help="Seed of the weights, the data split and order.")] = 0,
+    out: Annotated[str | None, typer.Option(help="Run folder. \\[default: runs/train/<arch file>]")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out.")] = False,
+    recipe: Annotated[
+        str | None,
+        typer.Option(help="coatnet: RandAugment, Mixup/CutMix, EMA as the CoAtNet paper; flags override it."),
+    ] = None,
+    randaugment: Annotated[
+        str | None, typer.Option(help="timm RandAugment, e.g. rand-m9-mstd0.5-inc1. \\[default: none]")
+    ] = None,
+    mixup: Annotated[float | None, typer.Option(help="Mixup alpha (0: none). \\[default: 0]")] = None,
+    cutmix: Annotated[float | None, typer.Option(help="CutMix alpha (0: none). \\[default: 0]")] = None,
+    ema_decay: Annotated[
+        float | None, typer.Option(help="EMA of the weights, e.g. 0.9999 (0: none). \\[default: 0]")
+    ] = None,
+) -> None:
+    """Train one architecture with checkpoints every epoch; ends with model.pt (nas.create_model loads it)."""
+    with _user_errors():
+        whole("seed", seed, 0, MAX_SEED)
+        from evaluators.complexity import pick_device
+        from evaluators.data import load_dataset
+        from evaluators.train import train_arch
+        from nas.cli.train_view import TrainView
+        from nas.core.atomic import scratch_folder
+        from nas.core.create import resolve_arch, weights_name
+        from search_spaces import get_space
+
+        given = {"randaugment": randaugment, "mixup": mixup, "cutmix": cutmix, "ema_decay": ema_decay}
+        config = _train_config(epochs, batch_size, train_samples, lr, recipe, given, seed=seed)
+        built = resolve_arch(arch)
+        space = space or _space_of(built)
+        name = profile or ("full" if pick_device().type == "cuda" else "cpu")
+        prof = get_space(space).profile(name)
+        data = load_dataset(dataset, img_size=prof.img_size, data_dir=data_dir, seed=seed, download=download)
+        default = Path(arch).stem if arch.endswith(".json") else weights_name(built).removesuffix(".pt")
+        target = Path(out) if out else Path("runs") / "train" / default
+        os.rmdir(scratch_folder(target, "out"))  # refused before the run is announced
+        console.print(
+            f"training {prof.apply(built).key} ({space} {name} profile, {prof.img_size} px) -> {target}"
+        )
+        with TrainView(console, epochs) as view:
+            result = train_arch(
+                built,
+                prof,
+                data,
+                target,
+                config=config,
+                resume=resume,
+                report=view.epoch,
+                progress=view.batch,
+            )
+    console.print(f"top-1 {result['top1']:.2f}% after {result['epochs']} epochs")
+    console.print(f"model: {result['model_file']}")
+
+
+def _space_of(arch: Any) -> str:
+    """The space that holds ``arch``, whose profile the search scaled it by (an exported sasa network trained
+    under coatnet's profile was another network); coatnet where none does."""
+    from search_spaces import get_space, list_spaces
+
+    holding = []
+    for name in list_spaces():
+        with contextlib.suppress(ValueError):  # a plugin that does not load holds nothing
+            if get_space(name).contains(arch):
+                holding.append(name)
+    if len(holding) > 1:
+        raise ValueError(
+            f"space: the architecture is in the {' and '.join(holding)} spaces, whose profiles scale it "
+            "differently; give --space"
+        )
+    return holding[0] if holding else "coatnet"
+
+
+def _train_config(
+    epochs: int,
+    batch_size: int,
+    train_samples: int | None,
+    lr: float,
+    recipe: str | None,
+    given: dict[str, Any],
+    **fields: Any,
+) -> Any:
+    """The schedule of ``nas train`` and ``nas retrain``: a recipe's pieces (:data:`RECIPES`), then those
+    given (not None) over them."""
+    from evaluators.train import RECIPES, FullTrainConfig
+
+    whole("epochs", epochs, 1, MAX_EPOCHS)
+    whole("batch-size", batch_size, 1, MAX_BATCH)
+    if train_samples is not None:
+        whole("train-samples", train_samples, 1, MAX_IMAGES)
+    if recipe is not None and recipe not in RECIPES:
+        raise ValueError(f"recipe: unknown {recipe!r}; known: {', '.join(RECIPES)}")
+    pieces = {**RECIPES.get(recipe or "", {}), **{k: v for k, v in given.items() if v is not None}}
+    return FullTrainConfig(
+        epochs=epochs, batch_size=batch_size, train_samples=train_samples, lr=lr, **pieces, **fields
+    )
+
+
+@app.command(cls=_Command)
+def retrain(
+    study: Annotated[str, typer.Argument(help="Study name (under --runs-dir) or a run directory.")],
+    trial: Annotated[
+        list[int] | None, typer.Option(help="Trial to retrain (repeatable). \\[default: the Pareto front]")
+    ] = None,
+    top: Annotated[int | None, typer.Option(help="Only the front's N best by the first objective.")] = None,
+    baselines: Annotated[
+        bool, typer.Option(help="Also retrain the baselines (and enqueued networks) the study ran.")
+    ] = True,
+    seeds: Annotated[str, typer.Option(help="Seeds, each a training of every network.")] = "0,1,2",
+    epochs: Annotated[int, typer.Option(help="Passes over the training images.")] = 10,
+    batch_size: Annotated[int, typer.Option(help="Images per step.")] = 64,
+    train_samples: Annotated[int | None, typer.Option(help="Training images used (default: all).")] = None,
+    lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = 1e-3,
+    recipe: Annotated[
+        str | None, typer.Option(help="coatnet: RandAugment, Mixup/CutMix, EMA as the CoAtNet paper.")
+    ] = None,
+    profile: Annotated[
+        str | None, typer.Option(help="cpu | gpu | full. \\[default: the study's profile]")
+    ] = None,
+    dataset: Annotated[
+        str | None,
+        typer.Option(help="fashion-mnist | cifar10 | cifar100 | imagefolder:PATH. \\[default: the study's]"),
+    ] = None,
+    data_dir: Annotated[str | None, typer.Option(help="Where the dataset lives.")] = None,
+    download: Annotated[
+        bool, typer.Option("--download", help="Download the dataset with torchvision if no copy is found.")
+    ] = False,
+    out: Annotated[str | None, typer.Option(help="Folder. \\[default: runs/<study>/retrain]")] = None,
+    runs_dir: Annotated[str, typer.Option(help="Folder of the run directories.")] = "runs",
+) -> None:
+    """Retrain a study's front and its baselines alike over seeds; writes retrain.html and its tables.
+
+    Each training is a nas train run (checkpointed: a rerun continues); found networks are compared with
+    each baseline at no more cost, by a paired t-test over the seeds."""
+    with _user_errors():
+        from nas.cli.train_view import TrainView
+        from results.retrain import finished_runs, plan_retrain, run_retrain, summarize
+        from results.retrain_page import write_retraining
+
+        config = _train_config(epochs, batch_size, train_samples, lr, recipe, {})
+        run_dir = _run_dir(study, runs_dir)
+        behind = _refresh(run_dir)
+        plan = plan_retrain(
+            run_dir,
+            config=config,
+            trials=trial or None,
+            top=top,
+            baselines=baselines,
+            seeds=_seed_list(seeds),
+            profile=profile,
+            dataset=dataset,
+            data_dir=data_dir,
+            out=out,
+        )
+        _say_behind(behind)
+        total = len(plan.members) * len(plan.seeds)
+        console.print(
+            f"retraining {_count(len(plan.members), 'network')} x {_count(len(plan.seeds), 'seed')} "
+            f"({plan.profile.name} profile, {plan.profile.img_size} px, {plan.dataset}, "
+            f"{_count(epochs, 'epoch')}) -> {plan.out}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        with contextlib.ExitStack() as views:  # one training's progress view at a time
+
+            def started(index: int, _: int, member: Any, seed: int) -> tuple[Any, Any]:
+                console.print(
+                    f"[{index}/{total}] {member.label} seed {seed}: {plan.profile.apply(member.arch).key}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+                view = views.enter_context(TrainView(console, epochs))
+                return view.epoch, view.batch
+
+            def finished(result: Any, member: Any, seed: int, skipped: str) -> None:
+                views.close()
+                if skipped:
+                    err_console.print(f"[yellow]skipped[/]: {skipped}", highlight=False, soft_wrap=True)
+                write_retraining(summarize(plan, finished_runs(plan)))  # the page holds what has finished
+
+            _, skipped = run_retrain(plan, started=started, finished=finished, download=download)
+        # every finished run, another process's too
+        retraining = summarize(plan, finished_runs(plan))
+        paths = write_retraining(retraining)
+    _print_retraining(retraining)
+    for why in skipped:
+        err_console.print(f"[yellow]not finished[/]: {why}", highlight=False, soft_wrap=True)
+    console.print(f"retraining: {paths[0]}", highlight=False, soft_wrap=True)
+
+
+def _seed_list(text: str) -> list[int]:
+    items = [item.strip() for item in text.split(",")]
+    if not all(item.isdigit() for item in items):
+        raise ValueError(f"seeds: whole numbers separated by commas, such as 0,1,2; got {text!r}")
+    return [whole("seeds", int(item), 0, MAX_SEED) for item in items]
+
+
+def _print_retraining(retraining: Any) -> None:
+    from results.retrain_page import agreement_text, comparisons_table, schedule_text
+
+    def pm(mean: float, std: float) -> str:
+        return "" if math.isnan(mean) else f"{mean:.2f}" + ("" if math.isnan(std) else f" +- {std:.2f}")
+
+    console.print(schedule_text(retraining), highlight=False)
+    table = Table(title="found networks against the baselines, at no more cost")
+    for column in (
+        "baseline",
+        "found",
+        "found top-1",
+        "baseline top-1",
+        "difference [95% CI]",
+        "p",
+        "verdict",
+    ):
+        table.add_column(column)
+    for row in comparisons_table(retraining).itertuples(index=False):
+        diff = "" if math.isnan(row.difference) else f"{row.difference:+.2f}"
+        if not math.isnan(row.ci_low):
+            diff += f" [{row.ci_low:+.2f}, {row.ci_high:+.2f}]"
+        p = "" if math.isnan(row.p) else f"{row.p:.3f}"
+        found, base = pm(row.found_top1, row.found_std), pm(row.baseline_top1, row.baseline_std)
+        table.add_row(row.baseline, row.found, found, base, diff, p, row.verdict.split(" (")[0])
+    if table.row_count:
+        console.print(table)
+    console.print(agreement_text(retraining), highlight=False)
+
+
+def main() -> None:
+    wait_briefly()  # before anything imports torch: libgomp reads it when it loads
+    app()

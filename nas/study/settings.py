@@ -1,0 +1,640 @@
+"""Everything a search is run with, validated in one place: CLI flags, a YAML/TOML config file, or Python.
+
+:class:`SearchSettings` is what both drivers take and what ``manifest.json`` records. A config file holds the
+same keys as the CLI's long options (``budget``, ``space``, ``evaluator``, ``objectives``, ...; dashes or
+underscores); flags given on the command line override it. Every bad value is a ``ValueError`` of one
+sentence, raised before a study is opened or created, so bad input never touches a study: counts and sizes
+are held within :mod:`nas.core.bounds` (workers, seed, image size, the ladder, ...), text settings to 4096
+characters, and the config file is read by :mod:`nas.core.userfiles` (a regular file of at most 1 MiB, nested
+at
+most 32 levels, at most 10,000 values with YAML's aliases expanded).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evaluators.registry import EVALUATORS, EvaluatorSpec, get_evaluator
+from nas.core import userfiles
+from nas.core.bounds import (
+    MAX_BATCH,
+    MAX_CPUS_PER_TRIAL,
+    MAX_EPOCHS,
+    MAX_GPUS_PER_TRIAL,
+    MAX_IMG_SIZE,
+    MAX_SEED,
+    MAX_TRIAL_SECONDS,
+    MAX_WORKERS,
+    number,
+    shown,
+    whole,
+)
+from nas.core.option_names import option, setting
+from nas.study.budget import Budget
+from nas.study.fidelity import DEFAULT_RUNG_VAL_IMAGES
+from nas.study.objectives import KNOWN_DIRECTIONS, Objective, parse_objectives
+
+__all__ = [
+    "BACKENDS",
+    "MAX_SEED",
+    "SAMPLERS",
+    "TARGET_IMG_SIZE",
+    "SearchSettings",
+    "check_study_name",
+    "load_config",
+    "space_min_img_size",
+]
+
+BACKENDS = ("optuna", "ray")
+TARGET_IMG_SIZE = 224  # MACs and params are counted at it unless --macs-img-size says otherwise (the papers')
+SAMPLERS = ("nsga2", "tpe", "gp", "random")
+_DEVICE = re.compile(r"cpu|cuda(:[0-9]+)?")
+_STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+# a Ray cluster: auto (the one `ray start` or $RAY_ADDRESS names), local, ray://HOST:PORT or HOST:PORT (GCS)
+_RAY_ADDRESS = re.compile(r"auto|local|(?:ray://)?(?:[^\s:/\[\]]+|\[[0-9A-Fa-f:.]+\]):(?P<port>[0-9]{1,5})")
+
+
+def check_study_name(name: str) -> None:
+    """ValueError in one sentence unless ``name`` is a safe folder name (no path characters)."""
+    if not _STUDY_NAME.fullmatch(name):
+        raise ValueError(
+            f"study: {name!r} is not a valid name; use letters, digits, '_', '-' and '.', "
+            "starting with a letter or digit (it names a folder under runs/)"
+        )
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """One search. Defaults are the embedded demo: a few CPU minutes of proxy training on Fashion-MNIST."""
+
+    space: str = "coatnet"
+    budget: str = "5min"
+    evaluator: str = "proxy"
+    dataset: str = "fashion-mnist"
+    data_dir: str | None = None
+    profile: str = "cpu"
+    proxy_epochs: int | None = None  # epochs of the proxy's training; None: the profile's own
+    objectives: tuple[str, ...] | None = (
+        None  # None: the evaluator's default (top1,macs; complexity: macs,params)
+    )
+    sampler: str | None = None  # None: tpe (multivariate, grouped), for one objective or several
+    study: str | None = None  # None: "<space>-<evaluator>"
+    storage: str | None = field(default=None, repr=False)  # None: runs/<study>/study.db; may hold a password
+    backend: str = "optuna"
+    seed: int = 0
+    workers: int = 1
+    baselines: bool = True
+    resume: bool = False
+    download: bool = False  # a dataset found nowhere on disk is downloaded by torchvision
+    repair: bool = False  # with resume: a manifest.json that is not JSON is set aside and rebuilt
+    runs_dir: str = "runs"
+    macs_img_size: int | None = None  # MACs / params objectives at this size; None: the space's target (224)
+    address: str | None = None  # Ray: "auto", "ray://host:10001", or None for a local Ray
+    gpus_per_trial: float | None = None  # None: 1 when CUDA is present, else 0
+    cpus_per_trial: float = 1.0
+    supernet_workers: int = 1  # > 1: a one-shot supernet trains data-parallel in Ray Train workers
+    cpus_per_worker: float = 1.0  # CPUs of each supernet worker (Ray)
+    concurrency: int = 1
+    trial_timeout: float | None = None  # seconds; a trial running longer fails
+    max_macs: str | float | None = None  # hard limits (nas.study.constraints): "4.2G", "25M", "12ms"
+    max_params: str | float | None = None
+    max_latency: str | float | None = None
+    at_cost_of: str | None = None  # a baseline's name: its MACs and params are the limits
+    latency_device: str | None = None  # where latency_ms is measured; None: the search's own device
+    latency_batch: int = 1
+    fidelity: str = "single"  # or "ladder": nas.study.fidelity's asynchronous successive halving
+    eta: int = 3  # the ladder's reduction factor: 1 in eta trials of a rung is promoted
+    rungs: int = 3
+    min_fidelity: int | None = None  # images trained on at rung 0; None: 1/(2 eta) of the proxy's training
+    rung_schedule: str = "top"  # the ladder's learning rate: one schedule spanning the top, or one per rung
+    # validation images of the rungs below the top: a count, or "all" (None) the profile's validation images
+    rung_val_images: int | str | None = DEFAULT_RUNG_VAL_IMAGES
+    promotion: str = "asha"  # the ladder's promotions: ASHA's rule, or at most 1 in eta of a rung ("quota")
+    evaluator_config: dict[str, Any] = field(default_factory=dict)  # overrides of the evaluator's config
+    # the user's architectures evaluated first, by name (a flat architecture dict each); given as files
+    # (--enqueue FILE, a path or a list of them), it holds their contents, named by the files
+    enqueue: dict[str, Any] = field(default_factory=dict)
+    # the space narrowed to some values of its decisions (search_spaces.narrowed): {decision: [values]},
+    # given as such or as NAME=VALUES items (--narrow s3.op=rel,ext, repeatable); held in canonical form
+    narrow: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        from search_spaces import get_space
+        from search_spaces.narrowed import narrowing
+
+        self._check_types()
+        self._check_rung_val_images()
+        self._check_sizes()
+        whole = get_space(self.space)  # ValueError names the known spaces
+        whole.profile(self.profile)
+        if self.narrow:
+            object.__setattr__(self, "narrow", narrowing(whole, self.narrow))
+        space = self.search_space
+        evaluator = get_evaluator(self.evaluator)  # ValueError names the registered evaluators
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend: unknown {shown(self.backend)}; allowed: {', '.join(BACKENDS)}")
+        if self.sampler is not None and self.sampler not in SAMPLERS:
+            raise ValueError(f"sampler: unknown {shown(self.sampler)}; allowed: {', '.join(SAMPLERS)}")
+        Budget.parse(self.budget)
+        missing = [o.name for o in self.parsed_objectives if o.name not in evaluator.objectives]
+        if missing:
+            others = [e.name for e in EVALUATORS.values() if set(missing) <= e.objectives]
+            hint = f" or --evaluator {' / '.join(others)}" if others else ""
+            usable = sorted(evaluator.objectives & KNOWN_DIRECTIONS.keys())
+            raise ValueError(
+                f"objectives: the {evaluator.name} evaluator {evaluator.does}, so it produces no "
+                f"{', '.join(missing)}; use objectives among {', '.join(usable)}{hint}"
+            )
+        if self.evaluator_config:
+            evaluator.make_config(self.evaluator_config)
+        if self.proxy_epochs is not None and not evaluator.schedule:
+            trains = [e.name for e in EVALUATORS.values() if e.schedule]
+            raise ValueError(
+                f"proxy-epochs: the {evaluator.name} evaluator {evaluator.does}, so it trains no proxy "
+                f"schedule; use --evaluator {' / '.join(trains)} or drop --proxy-epochs"
+            )
+        check_study_name(self.study_name)
+        if self.repair and not self.resume:
+            raise ValueError(
+                f"repair: only with {option('resume')} (it rebuilds the manifest of an existing study)"
+            )
+        if self.macs_img_size is not None:
+            smallest = space_min_img_size(self.space)
+            if self.macs_img_size < smallest:
+                raise ValueError(
+                    f"macs-img-size: {self.macs_img_size} px is too small for the {self.space} space, whose "
+                    f"networks downsample {smallest}x; use at least {smallest} (default 224)"
+                )
+        self._check_limits(space)
+        self._check_fidelity(evaluator)
+        self._check_enqueue(space)
+        if self.address is not None and self.backend != "ray":
+            raise ValueError("address: --address joins a Ray cluster, so it needs --backend ray")
+        if self.address is not None:
+            match = _RAY_ADDRESS.fullmatch(self.address)
+            if not match or not 0 < int(match["port"] or 1) < 65536:
+                raise ValueError(
+                    f"address: {self.address!r} is not a Ray cluster's address; use auto, "
+                    "ray://HOST:PORT (Ray Client) or HOST:PORT (the head's GCS port)"
+                )
+        if self.supernet_workers > 1 and not evaluator.data_parallel:
+            parallel = [e.name for e in EVALUATORS.values() if e.data_parallel]
+            raise ValueError(
+                f"supernet-workers: the {evaluator.name} evaluator trains no supernet; use --evaluator "
+                f"{' / '.join(parallel)} or drop --supernet-workers"
+            )
+        if self.supernet_workers > 1 and self.backend != "ray":
+            raise ValueError(
+                "supernet-workers: the supernet trains in Ray Train workers, so it needs --backend ray"
+            )
+        if self.backend == "ray" and self.storage is not None:  # not echoed: it may hold a password
+            raise ValueError(
+                "storage: a Ray search keeps its study in the run folder (ray/ and ray_ledger.jsonl), not in "
+                "an Optuna storage; drop --storage, or use --backend optuna to keep the study there"
+            )
+        if self.backend == "ray" and self.workers != 1:
+            raise ValueError("workers: with --backend ray, parallelism is --concurrency (trials at once)")
+        if self.backend != "ray" and self.concurrency != 1:
+            raise ValueError(
+                f"concurrency: {self.concurrency} is Ray's trials-at-once setting and needs --backend ray; "
+                f"with the optuna backend, run parallel trials with --workers {self.concurrency}"
+            )
+
+    def _check_enqueue(self, space: Any) -> None:
+        """Each enqueued architecture: a safe name that is no baseline's, valid, and in the space."""
+        from nas.core.arch import Arch
+        from search_spaces import get_space
+
+        if len(self.enqueue) > MAX_ENQUEUED:
+            raise ValueError(f"enqueue: at most {MAX_ENQUEUED} architectures, got {len(self.enqueue):,}")
+        baselines = get_space(self.space).baselines()  # the whole space's names, once
+        for name, flat in self.enqueue.items():
+            if name in baselines:
+                raise ValueError(f"enqueue: {name} is the name of a {self.space} baseline; rename its file")
+            if not (isinstance(name, str) and _STUDY_NAME.fullmatch(name)):
+                raise ValueError(
+                    f"enqueue: {shown(name)} is not a valid name; use letters, digits, '_', '-' and '.', "
+                    "starting with a letter or digit (it labels the architecture in the report)"
+                )
+            if not isinstance(flat, dict):
+                raise ValueError(f"enqueue: {name} must be an architecture (a mapping), got {shown(flat)}")
+            try:
+                why = space.why_not(Arch.from_flat(flat))
+            except ValueError as err:
+                raise ValueError(f"enqueue: {name}: {err}") from None
+            if why is not None:
+                raise ValueError(f"enqueue: {name} is not in the {self.space} space{self._narrowed}: {why}")
+
+    def first_points(self) -> dict[str, Any]:
+        """The architectures a search evaluates before it samples, by name: the space's baselines (one name
+        per network; none with ``baselines`` off), then the enqueued ones (a network already among them is
+        run once, under the first name)."""
+        from nas.core.arch import Arch
+
+        space = self.search_space
+        baselines = space.baselines()
+        points = (
+            {name: baselines[name].arch for name in space.baseline_names().values()} if self.baselines else {}
+        )
+        keys = {arch.key for arch in points.values()}
+        for name, flat in self.enqueue.items():
+            arch = Arch.from_flat(flat)
+            if arch.key not in keys:
+                points[name] = arch
+                keys.add(arch.key)
+        return points
+
+    def point_names(self) -> dict[str, str]:
+        """Each named network's ``key`` and name: the space's baselines (whether run first or sampled) and the
+        enqueued architectures; a trial of one of them is labelled by that name."""
+        names = self.search_space.baseline_names()
+        for name, arch in self.first_points().items():
+            names.setdefault(arch.key, name)
+        return names
+
+    def _check_types(self) -> None:
+        """One sentence for a value of the wrong type (from a config file or Python), before it is used."""
+        files = [self.enqueue] if isinstance(self.enqueue, (str, os.PathLike)) else self.enqueue
+        if isinstance(files, (list, tuple)):  # architecture files (the CLI's, a config's): read here, once
+            object.__setattr__(self, "enqueue", read_enqueued(files))
+        if isinstance(self.narrow, str) or (
+            isinstance(self.narrow, (list, tuple)) and all(isinstance(item, str) for item in self.narrow)
+        ):  # NAME=VALUES items, as the CLI (and a config, if it likes) writes them
+            from search_spaces.narrowed import parse_items
+
+            items = [self.narrow] if isinstance(self.narrow, str) else self.narrow
+            object.__setattr__(self, "narrow", parse_items(items))
+        for name, kinds in _field_kinds().items():
+            value = getattr(self, name)
+            if name in ("data_dir", "runs_dir") and isinstance(value, os.PathLike):
+                object.__setattr__(self, name, value := os.fspath(value))
+            if value is None and _OPTIONAL in kinds:
+                continue
+            ok = any(_is_kind(value, kind) for kind in kinds if kind is not _OPTIONAL)
+            if not ok:
+                wanted = " or ".join(_KIND_NAMES[kind] for kind in kinds)
+                raise ValueError(f"{name.replace('_', '-')}: must be {wanted}, got {shown(value)}")
+            if isinstance(value, str) and len(value) > _MAX_TEXT:
+                raise ValueError(
+                    f"{name.replace('_', '-')}: must be at most {_MAX_TEXT} characters, got {len(value):,}"
+                )
+        if self.objectives is None:
+            spec = EVALUATORS.get(self.evaluator) if isinstance(self.evaluator, str) else None
+            object.__setattr__(
+                self, "objectives", spec.default_objectives if spec else ("top1:max", "macs:min")
+            )
+        if isinstance(self.objectives, str):  # "top1,macs" as the CLI and config files write it
+            parts = tuple(p.strip() for p in self.objectives.split(",") if p.strip())
+            object.__setattr__(self, "objectives", parts)
+        elif isinstance(self.objectives, (list, tuple)) and all(isinstance(o, str) for o in self.objectives):
+            object.__setattr__(self, "objectives", tuple(self.objectives))
+        else:
+            raise ValueError(
+                f"objectives: must be a list of metric[:max|min] names such as top1:max,macs:min, "
+                f"got {shown(self.objectives)}"
+            )
+
+    def _check_rung_val_images(self) -> None:
+        """``rung_val_images`` as a count, or None for "all" (as the CLI and config files may write it)."""
+        value = self.rung_val_images
+        if isinstance(value, str):
+            text = value.strip().lower()
+            if text != "all" and not text.isdecimal():
+                raise ValueError(f"rung-val-images: must be a whole number or all, got {shown(value)}")
+            object.__setattr__(self, "rung_val_images", None if text == "all" else int(text))
+
+    def _check_sizes(self) -> None:
+        """Every count and size within its bound (:mod:`nas.core.bounds`), before anything is made of it."""
+        whole("seed", self.seed, 0, MAX_SEED)
+        whole("workers", self.workers, 1, MAX_WORKERS)
+        whole("concurrency", self.concurrency, 1, MAX_WORKERS)
+        whole("latency-batch", self.latency_batch, 1, MAX_BATCH)
+        number("cpus-per-trial", self.cpus_per_trial, 0, MAX_CPUS_PER_TRIAL, above=True)
+        whole("supernet-workers", self.supernet_workers, 1, MAX_WORKERS)
+        number("cpus-per-worker", self.cpus_per_worker, 0, MAX_CPUS_PER_TRIAL, above=True)
+        if self.gpus_per_trial is not None:
+            number("gpus-per-trial", self.gpus_per_trial, 0, MAX_GPUS_PER_TRIAL)
+        if self.trial_timeout is not None:
+            number("trial-timeout", self.trial_timeout, 0, MAX_TRIAL_SECONDS, above=True)
+        if self.macs_img_size is not None:
+            whole("macs-img-size", self.macs_img_size, 1, MAX_IMG_SIZE)
+        if self.proxy_epochs is not None:
+            whole("proxy-epochs", self.proxy_epochs, 1, MAX_EPOCHS)
+
+    def _check_limits(self, space: Any) -> None:
+        from nas.study.constraints import parse_count, parse_ms
+
+        if self.max_macs is not None:
+            parse_count(self.max_macs, "max-macs")
+        if self.max_params is not None:
+            parse_count(self.max_params, "max-params")
+        if self.max_latency is not None:
+            parse_ms(self.max_latency)
+        if self.at_cost_of is not None and self.at_cost_of not in space.baselines():
+            raise ValueError(
+                f"at-cost-of: the {self.space} space has no baseline {shown(self.at_cost_of)}; "
+                f"allowed: {', '.join(space.baselines())}"
+            )
+        if self.latency_device is not None and not _DEVICE.fullmatch(self.latency_device):
+            raise ValueError(
+                f"latency-device: {shown(self.latency_device)} is not a device; use cpu, cuda or cuda:N"
+            )
+
+    def _check_fidelity(self, evaluator: EvaluatorSpec) -> None:
+        from nas.study.fidelity import FIDELITIES
+
+        if self.fidelity not in FIDELITIES:
+            raise ValueError(f"fidelity: unknown {shown(self.fidelity)}; allowed: {', '.join(FIDELITIES)}")
+        ladder = self.ladder(1 if self.min_fidelity is None else self.min_fidelity)
+        if self.fidelity != "ladder":
+            return
+        if not evaluator.ladder:
+            trains = [e.name for e in EVALUATORS.values() if e.ladder]
+            raise ValueError(
+                f"fidelity: the {evaluator.name} evaluator {evaluator.does}, so it has no rungs to climb; "
+                f"a ladder needs --evaluator {' / '.join(trains)}"
+            )
+        budget, (soonest, latest) = Budget.parse(self.budget), ladder.trials_to_top
+        if budget.kind == "trials" and budget.amount < soonest:
+            when = (
+                f"after {latest} trials"
+                if soonest == latest
+                else f"after {soonest} trials at the soonest, {latest} if the first results stay the best"
+            )
+            raise ValueError(
+                f"budget: {budget.amount:g} trials end before any architecture can reach the top rung of "
+                f"this ladder ({ladder.rungs} rungs, eta {ladder.eta}), whose results alone make the front: "
+                f"the first gets there {when}; give a budget of at least {latest} trials, fewer rungs, a "
+                f"smaller eta, or {setting('fidelity', 'single')}"
+            )
+
+    # -------------------------------------------------------------------------------------- derived
+
+    def ladder(self, min_images: int) -> Any:
+        """The :class:`~nas.study.fidelity.Ladder` these settings climb from ``min_images`` at rung 0 (the
+        caller resolves ``min_fidelity``'s default, which depends on the data)."""
+        from nas.study.fidelity import Ladder
+
+        return Ladder(
+            self.eta, self.rungs, min_images, self.rung_schedule, self.rung_val_images, self.promotion
+        )
+
+    @functools.cached_property
+    def trial_gpus(self) -> float:
+        """GPUs each Ray trial asks for: ``gpus_per_trial``, else 1 where this machine has CUDA."""
+        if self.gpus_per_trial is not None:
+            return self.gpus_per_trial
+        return 1 if _pick_device(None) == "cuda" else 0
+
+    @functools.cached_property
+    def trial_device(self) -> str:
+        """Where this machine's trials train (``cpu``, ``cuda``, ``cuda:N``): a trial that holds no GPU
+        (``gpus_per_trial`` 0) on the CPU, though it may see the machine's GPUs (Ray leaves a num_gpus=0
+        task's CUDA_VISIBLE_DEVICES alone since 2.x: it would train on cuda:0 unreserved); else CUDA where
+        there is one."""
+        return _pick_device("cpu" if self.gpus_per_trial == 0 else None)
+
+    @functools.cached_property
+    def latency_device_used(self) -> str:
+        """Where latency is measured: ``latency_device``, else where the trials run (under Ray, on the GPU a
+        trial holds, if it holds one, which Ray numbers cuda:0), so a study measured on a GPU does not resume
+        measuring on a CPU; ``cuda`` reads as ``cuda:0``."""
+        if self.latency_device is not None:
+            device = self.latency_device
+        elif self.backend == "ray":
+            device = "cuda:0" if self.trial_gpus else "cpu"
+        else:
+            device = self.trial_device
+        return "cuda:0" if device == "cuda" else device
+
+    @functools.cached_property
+    def search_space(self) -> Any:
+        """The space searched: ``space`` narrowed by ``narrow`` (the space itself where nothing is)."""
+        from search_spaces import get_space
+
+        return get_space(self.space, self.narrow)
+
+    @functools.cached_property
+    def proxy_profile(self) -> Any:
+        """The proxy profile the trials train under: the space's ``profile``, with ``proxy_epochs`` epochs
+        where given (what the study's terms, its manifest and every rung of a ladder read)."""
+        profile, epochs = self.search_space.profile(self.profile), self.proxy_epochs
+        return profile if epochs is None else dataclasses.replace(profile, epochs=epochs)
+
+    @property
+    def space_words(self) -> str:
+        """The space searched, in words: ``coatnet`` or ``coatnet narrowed to s3.op=rel,ext``."""
+        return self.space + self._narrowed
+
+    @property
+    def _narrowed(self) -> str:
+        """`` narrowed to s3.op=rel,ext``, or nothing for a whole space."""
+        from search_spaces.narrowed import describe
+
+        return f" narrowed to {describe(self.narrow)}" if self.narrow else ""
+
+    @functools.cached_property
+    def limits(self) -> Any:
+        """The resolved :class:`~nas.study.constraints.Limits` (a baseline's cost counted once)."""
+        from nas.study.constraints import parse_count, parse_ms, resolve_limits
+
+        return resolve_limits(
+            self.space,
+            max_macs=None if self.max_macs is None else parse_count(self.max_macs, "max-macs"),
+            max_params=None if self.max_params is None else parse_count(self.max_params, "max-params"),
+            max_latency=None if self.max_latency is None else parse_ms(self.max_latency),
+            at_cost_of=self.at_cost_of,
+            img_size=self.macs_img_size or TARGET_IMG_SIZE,
+        )
+
+    @property
+    def ladder_shape(self) -> tuple[int, int] | None:
+        """(eta, rungs) of the fidelity ladder, None for a single fidelity: what a budget's projection of
+        the trials left needs."""
+        return (self.eta, self.rungs) if self.fidelity == "ladder" else None
+
+    @property
+    def top_rung(self) -> int | None:
+        """The ladder's top rung, whose results alone make the front; None for a single fidelity."""
+        return self.rungs - 1 if self.fidelity == "ladder" else None
+
+    @property
+    def measures_latency(self) -> bool:
+        """Whether trials measure ``latency_ms`` (an objective, or a limit, asks for it)."""
+        return self.max_latency is not None or any(o.name == "latency_ms" for o in self.parsed_objectives)
+
+    @property
+    def study_name(self) -> str:
+        return self.study or f"{self.space}-{self.evaluator}"
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.runs_dir) / self.study_name
+
+    @property
+    def parsed_objectives(self) -> tuple[Objective, ...]:
+        return parse_objectives(self.objectives)
+
+    @property
+    def evaluator_spec(self) -> EvaluatorSpec:
+        return get_evaluator(self.evaluator)
+
+    def evaluator_config_used(self) -> Any:
+        """The evaluator's config instance: its defaults with ``evaluator_config`` on top. The trials run
+        with it and the manifest records it."""
+        return self.evaluator_spec.make_config(self.evaluator_config)
+
+    @property
+    def sampler_name(self) -> str:
+        # TPE for any number of objectives: the spaces ask conditional questions (a patch stem drops
+        # stages, k exists for local attention only), and optuna's NSGA-II evolves only the parameters
+        # every past trial had, drawing the rest at random; benchmarks/bench_search.py measures it.
+        return self.sampler or "tpe"
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out.pop("extra")
+        out["objectives"] = [str(o) for o in self.parsed_objectives]
+        out["study"], out["sampler"] = self.study_name, self.sampler_name
+        return out
+
+    @classmethod
+    def from_sources(cls, config: str | Path | None = None, **overrides: Any) -> SearchSettings:
+        """Settings from a config file (if any) with ``overrides`` (the flags the user gave) on top."""
+        values = load_config(config) if config is not None else {}
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)  # "top1,macs" and lists of objectives are normalized on construction
+
+
+_MAX_TEXT = 4096  # characters of a text setting (a path, a URL, a name): Linux's PATH_MAX
+_OPTIONAL = "optional"
+_NUMBER = "number"
+_KIND_NAMES = {
+    str: "a string",
+    int: "a whole number",
+    bool: "true or false",
+    dict: "a mapping of settings",
+    _NUMBER: "a number",
+    _OPTIONAL: "unset",
+}
+_ANNOTATED_KINDS = {"str": str, "int": int, "bool": bool, "float": _NUMBER, "None": _OPTIONAL}
+
+
+@functools.cache
+def _field_kinds() -> dict[str, tuple[Any, ...]]:
+    """The kinds each setting takes, read from its annotation (``str | float | None``: a string, a number or
+    unset), so that a new field is checked as it is declared; ``objectives`` is normalized on its own."""
+    return {
+        f.name: tuple(
+            dict if kind.startswith("dict") else _ANNOTATED_KINDS[kind] for kind in f.type.split(" | ")
+        )
+        for f in dataclasses.fields(SearchSettings)
+        if f.name not in ("objectives", "extra")
+    }
+
+
+MAX_ENQUEUED = 1000  # architectures a search may be given to evaluate first
+
+
+def _is_kind(value: Any, kind: Any) -> bool:
+    if kind is bool:
+        return isinstance(value, bool)
+    if isinstance(value, bool):  # True is an int to Python, not a count or a size to a user
+        return False
+    if kind is _NUMBER:
+        return isinstance(value, (int, float)) and math.isfinite(value)
+    return isinstance(value, kind)
+
+
+def _pick_device(device: str | None) -> str:
+    from evaluators.complexity import pick_device  # heavy: torch, only when a device is asked for
+
+    return str(pick_device(device))
+
+
+@functools.cache
+def space_min_img_size(name: str) -> int:
+    """The smallest image side every network of space ``name`` can take: its largest total downsampling
+    (the stem's stride times the stages'), over the space's supernet cover (every stem and op at its
+    largest) and its baselines."""
+    from search_spaces import get_space
+
+    space = get_space(name)
+    archs = [b.arch for b in space.baselines().values()]
+    with contextlib.suppress(NotImplementedError):  # a space without a supernet: its baselines
+        archs += space.supernet_cover()
+    return max(arch.min_img_size for arch in archs)
+
+
+def read_enqueued(paths: Any) -> dict[str, Any]:
+    """Architecture files to evaluate first, as the settings hold them: each file's contents (read by
+    :mod:`nas.core.userfiles`, checked as an architecture on construction) by its name without ``.json``."""
+    out: dict[str, Any] = {}
+    for path in paths:
+        if not isinstance(path, (str, os.PathLike)):
+            raise ValueError(f"enqueue: must be architecture files, got {shown(path)}")
+        name = Path(path).name.removesuffix(".json")
+        if name in out:
+            raise ValueError(
+                f"enqueue: two files are named {name}; each names its architecture in the report"
+            )
+        out[name] = userfiles.load(path, "arch file", "JSON")
+    return out
+
+
+def load_config(path: str | Path) -> dict[str, Any]:
+    """The keys of a YAML (``.yaml``, ``.yml``) or TOML (``.toml``) search config, at the top level or in a
+    ``search`` section; dashes read as ``_``. The file is read by :mod:`nas.core.userfiles` (a regular file
+    of at
+    most 1 MiB, nested at most 32 levels, at most 10,000 values with YAML's aliases expanded)."""
+    label = userfiles.where("config", path)
+    if Path(path).suffix.lower() not in (".toml", ".yaml", ".yml"):
+        raise ValueError(f"{label}: must end in .yaml, .yml or .toml")
+    data = userfiles.load(path, "config")
+    if data is None:  # an empty YAML document
+        data = {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{label}: must hold a mapping of settings, got {_kind_of(data)}")
+    if "search" in data:  # a [search] table / search: section
+        section, others = data["search"], sorted(str(k) for k in data if k != "search")
+        if not isinstance(section, dict):
+            raise ValueError(
+                f"{label}: the search section must be a mapping of settings, got {_kind_of(section)}"
+            )
+        if others:
+            raise ValueError(
+                f"{label}: settings both in the search section and at the top level "
+                f"({_names(others)}); put them in one place"
+            )
+        data = section
+    known = {f.name for f in dataclasses.fields(SearchSettings)} - {"extra"}
+    out = {str(k).replace("-", "_"): v for k, v in data.items()}
+    unknown = sorted(set(out) - known)
+    if unknown:
+        raise ValueError(
+            f"{label}: unknown setting(s) {_names(unknown)}; allowed: {', '.join(sorted(known))}"
+        )
+    return out
+
+
+def _kind_of(value: Any) -> str:
+    """What a value is, in a config's words (YAML's and TOML's, not Python's)."""
+    for kind, name in ((bool, "true or false"), (dict, "a mapping"), (list, "a list"), (str, "text")):
+        if isinstance(value, kind):
+            return f"{name} ({shown(value)})"
+    return shown(value)
+
+
+def _names(names: list[str], most: int = 10) -> str:
+    """Setting names for a message: each cut short, at most ``most`` of them."""
+    listed = ", ".join(n if len(n) <= 40 and n.isprintable() else shown(n) for n in names[:most])
+    return listed + (f" and {len(names) - most} more" if len(names) > most else "")
