@@ -24,6 +24,7 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperCommand, TyperGroup
 
+from nas.cli.options import config_option, given_settings, with_options
 from nas.core.bounds import (
     MAX_BATCH,
     MAX_CLASSES,
@@ -36,6 +37,7 @@ from nas.core.bounds import (
     whole,
 )
 from nas.core.option_names import flags
+from nas.study.settings import NARROW_HELP
 from nas.system.openmp import wait_briefly
 
 USER_ERROR = 2
@@ -224,16 +226,10 @@ def _rel(ours: float, paper: float | None) -> float | None:
     return None if not paper else ours / paper - 1
 
 
-_NARROW_HELP = (
-    "Keep a decision of the space to some of its values: NAME=V1,V2 or NAME=LO..HI, e.g. s3.op=rel,ext "
-    "(repeatable; `nas spaces` lists the decisions)."
-)
-
-
 @app.command(cls=_Command)
 def spaces(
     space: Annotated[str | None, typer.Option(help="Only this space. \\[default: all of them]")] = None,
-    narrow: Annotated[list[str] | None, typer.Option(help=_NARROW_HELP + " Needs --space.")] = None,
+    narrow: Annotated[list[str] | None, typer.Option(help=NARROW_HELP + " Needs --space.")] = None,
     fmt: Annotated[
         str, typer.Option("--format", help="table or json (every decision with all its values).")
     ] = "table",
@@ -464,218 +460,35 @@ def cost(
 
 
 @app.command(cls=_Command)
-def search(
-    space: Annotated[
-        str | None, typer.Option(help="Search space (see `nas spaces`). \\[default: coatnet]")
-    ] = None,
-    budget: Annotated[
-        str | None,
-        typer.Option(help="e.g. 8gpu-days, 12gpu-hours, 6cpu-hours, 45min, 2h, 200trials. \\[default: 5min]"),
-    ] = None,
-    evaluator: Annotated[
-        str | None, typer.Option(help="complexity | proxy | oneshot. \\[default: proxy]")
-    ] = None,
-    dataset: Annotated[
-        str | None,
-        typer.Option(
-            help="fashion-mnist | cifar10 | cifar100 | imagefolder:PATH. \\[default: fashion-mnist]"
-        ),
-    ] = None,
-    data_dir: Annotated[
-        str | None, typer.Option(help="Where the dataset lives (else $NAS_DATA, system copies).")
-    ] = None,
-    profile: Annotated[
-        str | None, typer.Option(help="Proxy profile of the space: cpu | gpu | full. \\[default: cpu]")
-    ] = None,
-    proxy_epochs: Annotated[
-        int | None,
-        typer.Option(
-            help="Epochs of the proxy's training (a ladder's rungs scale with it). \\[default: the profile's]"
-        ),
-    ] = None,
-    objectives: Annotated[
-        str | None,
-        typer.Option(
-            help="Comma-separated metric[:max|min]. \\[default: top1:max,macs:min; complexity: macs,params]"
-        ),
-    ] = None,
-    sampler: Annotated[
-        str | None,
-        typer.Option(help="tpe | nsga2 | gp | random. \\[default: tpe]"),
-    ] = None,
-    study: Annotated[
-        str | None,
-        typer.Option(help="Study name; outputs go to runs/<study>/. \\[default: <space>-<evaluator>]"),
-    ] = None,
-    storage: Annotated[
-        str | None,
-        typer.Option(help="Optuna storage: an RDB URL or journal:PATH. \\[default: runs/<study>/study.db]"),
-    ] = None,
-    backend: Annotated[str | None, typer.Option(help="optuna | ray. \\[default: optuna]")] = None,
-    seed: Annotated[
-        int | None, typer.Option(help="Seed of the sampler, data split and training. \\[default: 0]")
-    ] = None,
-    workers: Annotated[
-        int | None,
-        typer.Option(
-            help="Optuna worker processes on this machine; they share its CPU threads equally. \\[default: 1]"
-        ),
-    ] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue an existing study.")] = False,
-    download: Annotated[
-        bool, typer.Option("--download", help="Download the dataset with torchvision if no copy is found.")
-    ] = False,
-    repair: Annotated[
-        bool,
-        typer.Option(
-            "--repair", help="With --resume: set aside a manifest.json that is not JSON and rebuild it."
-        ),
-    ] = False,
-    no_baselines: Annotated[
-        bool, typer.Option("--no-baselines", help="Do not enqueue the space's baselines first.")
-    ] = False,
-    enqueue: Annotated[
-        list[Path] | None,
-        typer.Option(
-            help="An architecture JSON file to evaluate first, labelled by its file name as the baselines "
-            "are (repeatable)."
-        ),
-    ] = None,
-    narrow: Annotated[list[str] | None, typer.Option(help=_NARROW_HELP)] = None,
-    runs_dir: Annotated[
-        str | None, typer.Option(help="Folder of the run directories. \\[default: runs]")
-    ] = None,
-    address: Annotated[
-        str | None, typer.Option(help="Ray cluster to join: auto or ray://host:port (--backend ray).")
-    ] = None,
-    gpus_per_trial: Annotated[
-        float | None,
-        typer.Option(
-            help="GPUs each trial holds (Ray; 0 keeps trials on the CPU). \\[default: 1 with CUDA, else 0]"
-        ),
-    ] = None,
-    cpus_per_trial: Annotated[
-        float | None, typer.Option(help="CPUs each trial holds (Ray). \\[default: 1]")
-    ] = None,
-    concurrency: Annotated[int | None, typer.Option(help="Trials at once (Ray). \\[default: 1]")] = None,
-    supernet_workers: Annotated[
-        int | None,
-        typer.Option(help="Ray Train workers that train the one-shot supernet data-parallel. \\[default: 1]"),
-    ] = None,
-    cpus_per_worker: Annotated[
-        float | None, typer.Option(help="CPUs each supernet worker holds (Ray). \\[default: 1]")
-    ] = None,
-    trial_timeout: Annotated[float | None, typer.Option(help="Seconds after which a trial fails.")] = None,
-    macs_img_size: Annotated[
-        int | None, typer.Option(help="Image size of the MACs/params objectives. \\[default: 224]")
-    ] = None,
-    max_macs: Annotated[
-        str | None, typer.Option(help="Hard limit on MACs, e.g. 4.2G; samples over it are never trained.")
-    ] = None,
-    max_params: Annotated[str | None, typer.Option(help="Hard limit on parameters, e.g. 25M.")] = None,
-    max_latency: Annotated[
-        str | None, typer.Option(help="Hard limit on latency on --latency-device, e.g. 12ms.")
-    ] = None,
-    at_cost_of: Annotated[
-        str | None, typer.Option(help="A baseline (e.g. CoAtNet-0): its MACs and params are the limits.")
-    ] = None,
-    latency_device: Annotated[
-        str | None,
-        typer.Option(help="cpu | cuda | cuda:N: where latency_ms is measured. \\[default: search's]"),
-    ] = None,
-    latency_batch: Annotated[
-        int | None, typer.Option(help="Batch size of latency_ms. \\[default: 1]")
-    ] = None,
-    fidelity: Annotated[
-        str | None,
-        typer.Option(help="single | ladder (1 in --eta trials trains on). \\[default: single]"),
-    ] = None,
-    eta: Annotated[int | None, typer.Option(help="The ladder's reduction factor. \\[default: 3]")] = None,
-    rungs: Annotated[int | None, typer.Option(help="The ladder's rungs. \\[default: 3]")] = None,
-    min_fidelity: Annotated[
-        int | None,
-        typer.Option(
-            help="Images trained on at the bottom rung. \\[default: the proxy's / (2 eta): rung 1 half]"
-        ),
-    ] = None,
-    rung_schedule: Annotated[
-        str | None,
-        typer.Option(
-            help="top | rung: one learning-rate schedule to the top rung, or one per rung. \\[default: top]"
-        ),
-    ] = None,
-    rung_val_images: Annotated[
-        str | None,
-        typer.Option(help="N or all: validation images of the rungs below the top. \\[default: 500]"),
-    ] = None,
-    promotion: Annotated[
-        str | None,
-        typer.Option(
-            help="asha | quota: promote a rung's top 1/eta as it stands, or at most 1/eta of it in all. "
-            "\\[default: asha]"
-        ),
-    ] = None,
-    config: Annotated[
-        Path | None, typer.Option(help="YAML/TOML file with the same keys; flags override it.")
-    ] = None,
-) -> None:
+@with_options(config_option())
+def search(config: Path | None = None, **options: Any) -> None:
     """Search a space: sample architectures, evaluate them, keep the study; writes runs/<study>/."""
     with _user_errors():
-        from nas.api import run_search
+        from nas.api import run_search  # heavy: torch, optuna (`nas --help` stays fast)
         from nas.study.settings import SearchSettings
         from nas.study.study_file import StudyFileLost
         from nas.system.failures import WriteFailed
 
-        settings = SearchSettings.from_sources(
-            config,
-            space=space,
-            budget=budget,
-            evaluator=evaluator,
-            dataset=dataset,
-            data_dir=data_dir,
-            profile=profile,
-            proxy_epochs=proxy_epochs,
-            objectives=objectives,
-            sampler=sampler,
-            study=study,
-            storage=storage,
-            backend=backend,
-            seed=seed,
-            workers=workers,
-            resume=True if resume else None,
-            download=True if download else None,
-            repair=True if repair else None,
-            baselines=False if no_baselines else None,
-            enqueue=enqueue or None,
-            narrow=narrow or None,
-            runs_dir=runs_dir,
-            address=address,
-            gpus_per_trial=gpus_per_trial,
-            cpus_per_trial=cpus_per_trial,
-            concurrency=concurrency,
-            supernet_workers=supernet_workers,
-            cpus_per_worker=cpus_per_worker,
-            trial_timeout=trial_timeout,
-            macs_img_size=macs_img_size,
-            max_macs=max_macs,
-            max_params=max_params,
-            max_latency=max_latency,
-            at_cost_of=at_cost_of,
-            latency_device=latency_device,
-            latency_batch=latency_batch,
-            fidelity=fidelity,
-            eta=eta,
-            rungs=rungs,
-            min_fidelity=min_fidelity,
-            rung_schedule=rung_schedule,
-            rung_val_images=rung_val_images,
-            promotion=promotion,
-        )
+        settings = SearchSettings.from_sources(config, **given_settings(options))
         try:
             outcome = run_search(settings, console)
         except (StudyFileLost, WriteFailed) as gone:  # one sentence says where, and why
             err_console.print(f"[bold red]error:[/] {gone}", highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
+    _print_outcome(outcome)
+    if outcome.interrupted:
+        raise typer.Exit(128 + (outcome.signum or 2))  # 130 for Ctrl-C (SIGINT), 143 for SIGTERM
+    if outcome.lost:
+        err_console.print(f"[bold red]error:[/] {outcome.lost}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
+    if outcome.failed:  # the search produced nothing, or its trials fail: a script must not read success
+        if outcome.failed != outcome.stopped:  # a failure streak was printed as it stopped the search
+            err_console.print(f"[bold red]error:[/] {outcome.failed}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
+
+
+def _print_outcome(outcome: Any) -> None:
+    """A search's last lines: its trials, files, front, and why this session ran none."""
     states = outcome.trials["state"].value_counts() if len(outcome.trials) else {}
     done, rejected = int(states.get("COMPLETE", 0)), int(states.get("INFEASIBLE", 0))
     repeats = int(states.get("REPEAT", 0))
@@ -693,15 +506,6 @@ def search(
         console.print(f"[yellow]the front is empty[/]: {outcome.no_front}", highlight=False)
     if outcome.idle:
         console.print(f"[yellow]note[/]: {outcome.idle}", highlight=False)
-    if outcome.interrupted:
-        raise typer.Exit(128 + (outcome.signum or 2))  # 130 for Ctrl-C (SIGINT), 143 for SIGTERM
-    if outcome.lost:
-        err_console.print(f"[bold red]error:[/] {outcome.lost}", highlight=False, soft_wrap=True)
-        raise typer.Exit(1)
-    if outcome.failed:  # the search produced nothing, or its trials fail: a script must not read success
-        if outcome.failed != outcome.stopped:  # a failure streak was printed as it stopped the search
-            err_console.print(f"[bold red]error:[/] {outcome.failed}", highlight=False, soft_wrap=True)
-        raise typer.Exit(1)
 
 
 def _refresh(run_dir: Path) -> str | None:

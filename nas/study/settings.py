@@ -47,8 +47,10 @@ __all__ = [
     "MAX_SEED",
     "SAMPLERS",
     "TARGET_IMG_SIZE",
+    "Declared",
     "SearchSettings",
     "check_study_name",
+    "declared",
     "load_config",
     "space_min_img_size",
 ]
@@ -60,6 +62,44 @@ _DEVICE = re.compile(r"cpu|cuda(:[0-9]+)?")
 _STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 # a Ray cluster: auto (the one `ray start` or $RAY_ADDRESS names), local, ray://HOST:PORT or HOST:PORT (GCS)
 _RAY_ADDRESS = re.compile(r"auto|local|(?:ray://)?(?:[^\s:/\[\]]+|\[[0-9A-Fa-f:.]+\]):(?P<port>[0-9]{1,5})")
+
+
+NARROW_HELP = (
+    "Keep a decision of the space to some of its values: NAME=V1,V2 or NAME=LO..HI, e.g. s3.op=rel,ext "
+    "(repeatable; `nas spaces` lists the decisions)."
+)
+
+
+@dataclass(frozen=True)
+class Declared:
+    """An option's declaration beside its default: its help, the default as its help shows it (None: none
+    shown), the flag that sets a boolean the other way (``--no-baselines``), and the type the command line
+    reads it as where it differs from the setting's (a list of files, text for a count or a size)."""
+
+    help: str
+    shown: str | None = None
+    flag: str | None = None
+    cli: Any = None
+
+
+def declare(
+    default: Any, help: str, *, shown: str | None = None, flag: str | None = None, cli: Any = None, **kw: Any
+) -> Any:
+    """A setting's field, declared once: ``default`` (a callable: its factory) and the option's help; the
+    help's ``[default: ...]`` is ``shown``, else the default itself (none for None, a boolean or a factory)."""
+    if shown is None and not callable(default) and default is not None and not isinstance(default, bool):
+        shown = f"{default:g}" if isinstance(default, float) else str(default)
+    metadata = {"option": Declared(help, shown, flag, cli)}
+    if callable(default):
+        return field(default_factory=default, metadata=metadata, **kw)
+    return field(default=default, metadata=metadata, **kw)
+
+
+def declared() -> dict[str, Declared]:
+    """Each declared option of :class:`SearchSettings` by field name, in the order they are declared."""
+    return {
+        f.name: f.metadata["option"] for f in dataclasses.fields(SearchSettings) if "option" in f.metadata
+    }
 
 
 def check_study_name(name: str) -> None:
@@ -75,56 +115,86 @@ def check_study_name(name: str) -> None:
 class SearchSettings:
     """One search. Defaults are the embedded demo: a few CPU minutes of proxy training on Fashion-MNIST."""
 
-    space: str = "coatnet"
-    budget: str = "5min"
-    evaluator: str = "proxy"
-    dataset: str = "fashion-mnist"
-    data_dir: str | None = None
-    profile: str = "cpu"
-    proxy_epochs: int | None = None  # epochs of the proxy's training; None: the profile's own
-    objectives: tuple[str, ...] | None = (
-        None  # None: the evaluator's default (top1,macs; complexity: macs,params)
+    # Each option is declared here once (name, type, default, help): the `nas search` options
+    # (nas.cli.options), the config file's keys (load_config) and the reference page (docs/reference.md,
+    # `nas search --help`) are generated from these fields. A field without help is Python-only.
+    space: str = declare("coatnet", "Search space (see `nas spaces`).")
+    budget: str = declare("5min", "e.g. 8gpu-days, 12gpu-hours, 6cpu-hours, 45min, 2h, 200trials.")
+    evaluator: str = declare("proxy", "complexity | proxy | oneshot.")
+    dataset: str = declare("fashion-mnist", "fashion-mnist | cifar10 | cifar100 | imagefolder:PATH.")
+    data_dir: str | None = declare(None, "Where the dataset lives (else $NAS_DATA, system copies).")
+    profile: str = declare("cpu", "Proxy profile of the space: cpu | gpu | full.")
+    proxy_epochs: int | None = declare(  # None: the profile's own
+        None, "Epochs of the proxy's training (a ladder's rungs scale with it).", shown="the profile's"
     )
-    sampler: str | None = None  # None: tpe (multivariate, grouped), for one objective or several
-    study: str | None = None  # None: "<space>-<evaluator>"
-    storage: str | None = field(default=None, repr=False)  # None: runs/<study>/study.db; may hold a password
-    backend: str = "optuna"
-    seed: int = 0
-    workers: int = 1
-    baselines: bool = True
-    resume: bool = False
-    download: bool = False  # a dataset found nowhere on disk is downloaded by torchvision
-    repair: bool = False  # with resume: a manifest.json that is not JSON is set aside and rebuilt
-    runs_dir: str = "runs"
-    macs_img_size: int | None = None  # MACs / params objectives at this size; None: the space's target (224)
-    address: str | None = None  # Ray: "auto", "ray://host:10001", or None for a local Ray
-    gpus_per_trial: float | None = None  # None: 1 when CUDA is present, else 0
-    cpus_per_trial: float = 1.0
-    supernet_workers: int = 1  # > 1: a one-shot supernet trains data-parallel in Ray Train workers
-    cpus_per_worker: float = 1.0  # CPUs of each supernet worker (Ray)
-    concurrency: int = 1
-    trial_timeout: float | None = None  # seconds; a trial running longer fails
-    max_macs: str | float | None = None  # hard limits (nas.study.constraints): "4.2G", "25M", "12ms"
-    max_params: str | float | None = None
-    max_latency: str | float | None = None
-    at_cost_of: str | None = None  # a baseline's name: its MACs and params are the limits
-    latency_device: str | None = None  # where latency_ms is measured; None: the search's own device
-    latency_batch: int = 1
-    fidelity: str = "single"  # or "ladder": nas.study.fidelity's asynchronous successive halving
-    eta: int = 3  # the ladder's reduction factor: 1 in eta trials of a rung is promoted
-    rungs: int = 3
-    min_fidelity: int | None = None  # images trained on at rung 0; None: 1/(2 eta) of the proxy's training
-    rung_schedule: str = "top"  # the ladder's learning rate: one schedule spanning the top, or one per rung
-    # validation images of the rungs below the top: a count, or "all" (None) the profile's validation images
-    rung_val_images: int | str | None = DEFAULT_RUNG_VAL_IMAGES
-    promotion: str = "asha"  # the ladder's promotions: ASHA's rule, or at most 1 in eta of a rung ("quota")
-    evaluator_config: dict[str, Any] = field(default_factory=dict)  # overrides of the evaluator's config
+    objectives: tuple[str, ...] | None = declare(  # None: the evaluator's default
+        None, "Comma-separated metric[:max|min].", shown="top1:max,macs:min; complexity: macs,params"
+    )
+    sampler: str | None = declare(None, "tpe | nsga2 | gp | random.", shown="tpe")
+    study: str | None = declare(None, "Study name; outputs go to runs/<study>/.", shown="<space>-<evaluator>")
+    storage: str | None = declare(  # may hold a password: never shown
+        None, "Optuna storage: an RDB URL or journal:PATH.", shown="runs/<study>/study.db", repr=False
+    )
+    backend: str = declare("optuna", "optuna | ray.")
+    seed: int = declare(0, "Seed of the sampler, data split and training.")
+    workers: int = declare(1, "Optuna worker processes on this machine; they share its CPU threads equally.")
+    resume: bool = declare(False, "Continue an existing study.")
+    download: bool = declare(False, "Download the dataset with torchvision if no copy is found.")
+    repair: bool = declare(False, "With --resume: set aside a manifest.json that is not JSON and rebuild it.")
+    baselines: bool = declare(True, "Do not enqueue the space's baselines first.", flag="--no-baselines")
     # the user's architectures evaluated first, by name (a flat architecture dict each); given as files
     # (--enqueue FILE, a path or a list of them), it holds their contents, named by the files
-    enqueue: dict[str, Any] = field(default_factory=dict)
+    enqueue: dict[str, Any] = declare(
+        dict,
+        "An architecture JSON file to evaluate first, labelled by its file name as the baselines are "
+        "(repeatable).",
+        cli=list[Path],
+    )
     # the space narrowed to some values of its decisions (search_spaces.narrowed): {decision: [values]},
     # given as such or as NAME=VALUES items (--narrow s3.op=rel,ext, repeatable); held in canonical form
-    narrow: dict[str, Any] = field(default_factory=dict)
+    narrow: dict[str, Any] = declare(dict, NARROW_HELP, cli=list[str])
+    runs_dir: str = declare("runs", "Folder of the run directories.")
+    address: str | None = declare(None, "Ray cluster to join: auto or ray://host:port (--backend ray).")
+    gpus_per_trial: float | None = declare(
+        None, "GPUs each trial holds (Ray; 0 keeps trials on the CPU).", shown="1 with CUDA, else 0"
+    )
+    cpus_per_trial: float = declare(1.0, "CPUs each trial holds (Ray).")
+    concurrency: int = declare(1, "Trials at once (Ray).")
+    supernet_workers: int = declare(1, "Ray Train workers that train the one-shot supernet data-parallel.")
+    cpus_per_worker: float = declare(1.0, "CPUs each supernet worker holds (Ray).")
+    trial_timeout: float | None = declare(None, "Seconds after which a trial fails.")
+    macs_img_size: int | None = declare(None, "Image size of the MACs/params objectives.", shown="224")
+    # hard limits (nas.study.constraints): "4.2G", "25M", "12ms"
+    max_macs: str | float | None = declare(
+        None, "Hard limit on MACs, e.g. 4.2G; samples over it are never trained.", cli=str
+    )
+    max_params: str | float | None = declare(None, "Hard limit on parameters, e.g. 25M.", cli=str)
+    max_latency: str | float | None = declare(
+        None, "Hard limit on latency on --latency-device, e.g. 12ms.", cli=str
+    )
+    at_cost_of: str | None = declare(None, "A baseline (e.g. CoAtNet-0): its MACs and params are the limits.")
+    latency_device: str | None = declare(
+        None, "cpu | cuda | cuda:N: where latency_ms is measured.", shown="search's"
+    )
+    latency_batch: int = declare(1, "Batch size of latency_ms.")
+    # nas.study.fidelity's asynchronous successive halving
+    fidelity: str = declare("single", "single | ladder (1 in --eta trials trains on).")
+    eta: int = declare(3, "The ladder's reduction factor.")
+    rungs: int = declare(3, "The ladder's rungs.")
+    min_fidelity: int | None = declare(
+        None, "Images trained on at the bottom rung.", shown="the proxy's / (2 eta): rung 1 half"
+    )
+    rung_schedule: str = declare(
+        "top", "top | rung: one learning-rate schedule to the top rung, or one per rung."
+    )
+    # a count, or "all" (None): the profile's validation images
+    rung_val_images: int | str | None = declare(
+        DEFAULT_RUNG_VAL_IMAGES, "N or all: validation images of the rungs below the top.", cli=str
+    )
+    promotion: str = declare(
+        "asha", "asha | quota: promote a rung's top 1/eta as it stands, or at most 1/eta of it in all."
+    )
+    evaluator_config: dict[str, Any] = field(default_factory=dict)  # overrides of the evaluator's config
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
