@@ -24,9 +24,9 @@ Run from the repository root::
         [--one-thread] [--settings free ...] [--archs 2] [--out PATH]
 
 It prints a table of each cell's median over the rounds and writes every measurement to
-``benchmarks/results/bench_busy_cores.json`` (or ``--out``). The README's figures: ``--spincounts default 1000
---rounds 3 --one-thread --archs 1``; ``--settings free --spincounts default 1000 3000 --rounds 5 --archs 1``
-(``-free.json``); the default sweep, one round (``-spincounts.json``).
+``benchmarks/results/bench_busy_cores/bench_busy_cores.json`` (or ``--out``). The README's figures:
+``--spincounts default 1000 --rounds 3 --one-thread --archs 1``; ``--settings free --spincounts default 1000
+3000 --rounds 5 --archs 1`` (``-free.json``); the default sweep, one round (``-spincounts.json``).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_workers import run_processes, write_results
 
-RESULTS = Path(__file__).resolve().parent / "results" / "bench_busy_cores.json"
+RESULTS = Path(__file__).resolve().parent / "results" / "bench_busy_cores" / "bench_busy_cores.json"
 SETTINGS = (("free", 1, 0), ("beside a hog", 1, 1), ("beside a search", 2, 0))  # trainers, hogs
 
 

@@ -11,7 +11,7 @@
    with its memo warm (the same architecture), and the N random architectures counted in a row from an
    empty memo (a search's first N trials: later ones reuse blocks counted for earlier ones). Least-squares
    lines give seconds against total depth (``count_traced``) and against distinct blocks (``count``).
-2. **Supernet memory** (:class:`nas.supernet.Supernet`) over growing variants of the coatnet space
+2. **Supernet memory** (:class:`evaluators.supernet.Supernet`) over growing variants of the coatnet space
    (:class:`search_spaces.coatnet.CoAtNetSpace` keyword arguments): ops {mbconv} -> +rel -> +ext -> all four
    with local k in {3..11} (the default space), 2 -> 3 -> 4 -> 5 stages (S5 at stride 64, widths 1024..3072,
    depth 1..3), and two variants whose extra choices should cost nothing: k fixed at 11, and every width,
@@ -34,8 +34,8 @@ On 2 busy CPU cores the count part takes about 25 s, the supernet part about 80 
 4-5 minutes at full size (with ``--max-gib 15``, which also builds the default space for real: 10 GiB);
 ``--profiles`` and ``--variants`` split it into shorter runs.
 
-It prints tables and writes ``benchmarks/results/cost_scaling.json``; a run replaces only what it measured
-(its part; in the supernet part, the rows and profiles it built).
+It prints tables and writes ``benchmarks/results/bench_cost_scaling/cost_scaling.json``; a run replaces only
+what it measured (its part; in the supernet part, the rows and profiles it built).
 """
 
 from __future__ import annotations
@@ -61,13 +61,13 @@ sys.path.insert(0, str(ROOT))
 from peak_rss import reset_peak_rss, status_kib  # noqa: E402  (benchmarks/, the script's folder)
 
 from evaluators.complexity import CPU_FALLBACKS, clear_count_cache, count, count_traced  # noqa: E402
-from nas.arch import Arch, Head, Stem  # noqa: E402
-from nas.model import SkipMetaInit, build_model, count_params, head_layers, plan_blocks  # noqa: E402
-from nas.ops import STEMS  # noqa: E402
+from nas.core.arch import Arch, Head, Stem  # noqa: E402
+from nas.core.model import SkipMetaInit, build_model, count_params, head_layers, plan_blocks  # noqa: E402
+from nas.core.ops import STEMS  # noqa: E402
 from search_spaces import get_space  # noqa: E402
 from search_spaces.coatnet import _DEPTHS, _STEM_WIDTHS, _WIDTHS, CoAtNetSpace, _stage  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results" / "cost_scaling.json"
+RESULTS = ROOT / "benchmarks" / "results" / "bench_cost_scaling" / "cost_scaling.json"
 IMG_SIZE = 224
 COATNETS = ("CoAtNet-0", "CoAtNet-1", "CoAtNet-2", "CoAtNet-3", "CoAtNet-4")
 # peak RSS of a real full-size build over its parameter + buffer bytes is 2.1-3.1 (measured): the build
@@ -208,7 +208,7 @@ def print_count(result: dict[str, Any]) -> None:
 
 def _child(spec: dict[str, Any]) -> dict[str, Any]:
     """In a fresh process: build one supernet, its sizes, seconds and peak RSS above the idle process."""
-    from nas.supernet import Supernet
+    from evaluators.supernet import Supernet
 
     space = CoAtNetSpace(**spec["space"])
     profile = space.profile(spec["profile"]) if spec["profile"] != "full" else None

@@ -16,7 +16,7 @@ Run from the repository root::
 
 Beside each Optuna row it times Optuna alone on the same storage (ask, the space's ``sample``, tell; no
 driver), measured the same way in the same run: what the driver adds is the difference. It prints a table
-and writes ``benchmarks/results/bench_drivers.json``.
+and writes ``benchmarks/results/bench_drivers/bench_drivers.json``.
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ sys.path.insert(0, str(ROOT))
 
 from rich.console import Console  # noqa: E402
 
+from nas.api import run_search  # noqa: E402
 from nas.search import ray_driver  # noqa: E402
-from nas.search.run import run_search  # noqa: E402
-from nas.search.settings import SearchSettings  # noqa: E402
 from nas.search.trial import TrialRunner  # noqa: E402
+from nas.study.settings import SearchSettings  # noqa: E402
 
 # ms per trial (issue 15): the default sampler fits a model to past trials each time; NSGA-II and random not
 TARGET_MS = {("optuna", "default"): 50.0, ("optuna", "nsga2"): 30.0, ("optuna", "random"): 30.0}
@@ -90,7 +90,7 @@ def bare_optuna(root: Path, trials: int, sampler: str | None, tag: str) -> float
     import optuna
 
     from nas.search.samplers import make_sampler
-    from nas.search.storage import open_storage
+    from nas.study.storage import open_storage
     from search_spaces import get_space
 
     settings = SearchSettings(
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ray-small", type=int, default=4)
     parser.add_argument("--ray-large", type=int, default=24)
     parser.add_argument("--no-ray", action="store_true")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_drivers"))
     args = parser.parse_args(argv)
 
     TrialRunner.evaluate = noop_run

@@ -55,10 +55,11 @@ method's search can meet a busier hour than the other's: training throughput var
 run to run here); the JSON's ``machine.search_threads`` says which way a result was measured::
 
     .venv/bin/python benchmarks/bench_fidelity.py --paired --budget 10min --seeds 0 1 2 3 4 \
-        --min-fidelity 661 --work runs/bench_fidelity_paired --out benchmarks/results/bench_fidelity_paired
+        --min-fidelity 661 --work runs/bench_fidelity_paired \
+        --out benchmarks/results/bench_fidelity/bench_fidelity_paired
 
 It prints a table and writes ``bench_fidelity.json`` and ``bench_fidelity.png`` (judged hypervolume against
-device time, both methods, every seed) under ``--out`` (``benchmarks/results``).
+device time, both methods, every seed) under ``--out`` (``benchmarks/results/bench_fidelity``).
 """
 
 from __future__ import annotations
@@ -85,12 +86,12 @@ from benchmarks.pool_fidelity import TARGET, pool  # noqa: E402
 from evaluators.data import load_dataset  # noqa: E402
 from evaluators.proxy import Fidelity, train_proxy  # noqa: E402
 from evaluators.ranking import spearman  # noqa: E402
-from nas.arch import Arch  # noqa: E402
-from nas.atomic import replaced  # noqa: E402
-from nas.search.fidelity import PROMOTIONS, Ladder  # noqa: E402
-from nas.search.run import run_search  # noqa: E402
-from nas.search.settings import SearchSettings  # noqa: E402
-from results.pareto import hypervolume, pareto_front  # noqa: E402
+from nas.api import run_search  # noqa: E402
+from nas.core.arch import Arch  # noqa: E402
+from nas.core.atomic import replaced  # noqa: E402
+from nas.study.fidelity import PROMOTIONS, Ladder  # noqa: E402
+from nas.study.pareto import hypervolume, pareto_front  # noqa: E402
+from nas.study.settings import SearchSettings  # noqa: E402
 from search_spaces import get_space  # noqa: E402
 
 SPACE = "coatnet"
@@ -382,7 +383,7 @@ def main() -> None:
     )
     parser.add_argument("--method", choices=METHODS, help=argparse.SUPPRESS)  # a --paired child's one search
     parser.add_argument("--work", type=Path, default=ROOT / "runs" / "bench_fidelity")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_fidelity")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     args.work.mkdir(parents=True, exist_ok=True)

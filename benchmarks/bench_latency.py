@@ -24,7 +24,7 @@ Run from the repository root, on a quiet machine (errors are relative to measure
 can slow down)::
 
     .venv/bin/python benchmarks/bench_latency.py [--archs 30] [--batches 1 8] [--spaces coatnet sasa]
-        [--threads 2] [--devices cpu cuda] [--out benchmarks/results]
+        [--threads 2] [--devices cpu cuda] [--out benchmarks/results/bench_latency]
 
 It pins ``torch.set_num_threads(--threads)`` (2 by default) for the tables and the measurements alike and
 says so. Each (device, batch, space) row records when it was measured and the load averages before and after
@@ -58,7 +58,7 @@ sys.path.insert(0, str(ROOT))
 from evaluators.complexity import count  # noqa: E402
 from evaluators.latency import LatencyEstimate, LatencyTable, device_name, whole_network_ms  # noqa: E402
 from evaluators.ranking import spearman  # noqa: E402
-from nas.arch import Arch  # noqa: E402
+from nas.core.arch import Arch  # noqa: E402
 from search_spaces import get_space  # noqa: E402
 
 TARGET_MEDIAN, TARGET_WORST = 0.10, 0.25  # relative error, on the CPU
@@ -78,7 +78,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--seconds", type=float, default=1.0, help="timing per format of a measured network (default 1)"
     )
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_latency"))
     args = parser.parse_args(argv)
     for device in args.devices or []:
         try:

@@ -31,8 +31,8 @@ from the variants' environment.
 
 Run from the repository root: ``.venv/bin/python benchmarks/bench_local_attention.py [--shape proxy]``
 (both modes; ``--idle`` or ``--contention`` measures one and keeps the other's saved figures). Prints a
-table per mode and writes ``benchmarks/results/local_attention.json`` (``local_attention_proxy.json`` and
-``local_attention_sasa.json`` for the other shapes).
+table per mode and writes ``benchmarks/results/bench_local_attention/local_attention.json``
+(``local_attention_proxy.json`` and ``local_attention_sasa.json`` for the other shapes).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ sys.path.insert(0, str(ROOT))
 
 from peak_rss import reset_peak_rss, status_kib  # noqa: E402  (benchmarks/, the script's folder)
 
-from nas.ops.local_attention import (  # noqa: E402  (needs the repository root on the path)
+from nas.core.ops.local_attention import (  # noqa: E402  (needs the repository root on the path)
     LocalAttention,
     dense_local_attention,
 )
@@ -68,7 +68,7 @@ class Shape(NamedTuple):
     size: int
     kernel: int
     heads: int
-    results: str  # file under benchmarks/results/
+    results: str  # file under benchmarks/results/bench_local_attention/
     bars: bool  # the README's acceptance bars apply
 
 
@@ -85,7 +85,7 @@ SHAPES = {
 WARMUP, REPEATS = 2, 7
 VARIANTS = ("reference", "local")
 MODES = ("idle", "contention")
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = ROOT / "benchmarks" / "results" / "bench_local_attention"
 # Acceptance bars of the local mixer (README, Performance): speed-up over unfold per mode, peak memory ratio
 MIN_SPEEDUP = {"idle": 3.0, "contention": 2.0}
 MAX_MEMORY_RATIO = 0.35

@@ -19,7 +19,7 @@ Run from the repository root::
 
     .venv/bin/python benchmarks/bench_memory_format.py [--samples 12] [--repeats 5]
 
-It prints a table per space and writes ``benchmarks/results/bench_memory_format.json``.
+It prints a table per space and writes ``benchmarks/results/bench_memory_format/bench_memory_format.json``.
 """
 
 from __future__ import annotations
@@ -41,12 +41,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from evaluators.oneshot import OneShotConfig  # noqa: E402
-from nas.arch import Arch  # noqa: E402
-from nas.model import build_model  # noqa: E402
-from nas.supernet import Supernet  # noqa: E402
+from evaluators.supernet import Supernet  # noqa: E402
+from nas.core.arch import Arch  # noqa: E402
+from nas.core.model import build_model  # noqa: E402
 from search_spaces import get_space  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results" / "bench_memory_format.json"
+RESULTS = ROOT / "benchmarks" / "results" / "bench_memory_format" / "bench_memory_format.json"
 SPACES = ("coatnet", "sasa")
 IN_CHANS, NUM_CLASSES = 1, 10  # Fashion-MNIST, the data every CPU proxy trains on
 FORMATS = {"nchw": torch.contiguous_format, "channels_last": torch.channels_last}

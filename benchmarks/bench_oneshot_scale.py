@@ -19,7 +19,7 @@ Run from the repository root::
     .venv/bin/python benchmarks/bench_oneshot_scale.py [--workers 2] [--epochs 2] [--train-samples 2048]
         [--batch-size 64] [--profile cpu] [--cpus-per-worker 1]
 
-It prints a table and writes ``benchmarks/results/oneshot_scale.json``.
+It prints a table and writes ``benchmarks/results/bench_oneshot_scale/oneshot_scale.json``.
 """
 
 from __future__ import annotations
@@ -89,7 +89,9 @@ def main() -> None:
     parser.add_argument("--profile", default="cpu")
     parser.add_argument("--cpus-per-worker", type=float, default=1.0)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/oneshot_scale.json")
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / "benchmarks/results/bench_oneshot_scale/oneshot_scale.json"
+    )
     args = parser.parse_args()
     import ray
 

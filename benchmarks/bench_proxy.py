@@ -21,7 +21,7 @@ Run from the repository root::
 
     .venv/bin/python benchmarks/bench_proxy.py [--archs 6]
 
-It prints a table and writes ``benchmarks/results/bench_proxy.json``.
+It prints a table and writes ``benchmarks/results/bench_proxy/bench_proxy.json``.
 """
 
 from __future__ import annotations
@@ -45,10 +45,10 @@ sys.path.insert(0, str(ROOT))
 from evaluators.complexity import count, macs_of  # noqa: E402
 from evaluators.data import load_dataset  # noqa: E402
 from evaluators.proxy import train_proxy, training_memory_format  # noqa: E402
-from nas.model import build_model  # noqa: E402
+from nas.core.model import build_model  # noqa: E402
 from search_spaces import get_space  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results" / "bench_proxy.json"
+RESULTS = ROOT / "benchmarks" / "results" / "bench_proxy" / "bench_proxy.json"
 DATASET = "fashion-mnist"
 
 

@@ -19,7 +19,8 @@ Run from the repository root, under the bench lock when the figures are reported
 
     flock /work/bench.lock nice -n -10 .venv/bin/python benchmarks/bench_rejection_cost.py [--out DIR]
 
-It prints a table and writes ``bench_rejection_cost.json`` under ``--out`` (``benchmarks/results``).
+It prints a table and writes ``bench_rejection_cost.json`` under ``--out``
+(``benchmarks/results/bench_rejection_cost``).
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def _commit(path: Path) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "bench_rejection_cost")
     args = parser.parse_args()
     env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH") or str(REPO)}
     load_before = os.getloadavg()

@@ -24,7 +24,7 @@ scores: architectures the profile shrinks to the same network score the same), u
 supernet's and scoring's settings; MACs by the architecture's key. A repeated architecture, another seed, a
 re-run or a killed run's resume costs nothing; the supernet checkpoints every epoch and resumes.
 
-Hypervolume (:func:`results.pareto.hypervolume_history`, exact) is taken in (top-1 %, log10 MACs) with one
+Hypervolume (:func:`nas.study.pareto.hypervolume_history`, exact) is taken in (top-1 %, log10 MACs) with one
 fixed reference point for every run: top-1 10% (chance on 10 classes) and the largest MACs any architecture
 of the space has; it is divided by the box from that point to (100%, the smallest MACs of the space), so 1 is
 an unreachable ideal. The space's MACs range is exact and computed once: a stage's MACs depend only on its own
@@ -45,7 +45,7 @@ samplers' own time is negligible; from a full cache a few seconds)::
 
 It prints a table and writes ``bench_search.json`` (settings, bounds, per-run curves, summary) and
 ``bench_search.png`` (mean hypervolume against trials per sampler with a +-1 std band; the fronts found) under
-``--out`` (``benchmarks/results``).
+``--out`` (``benchmarks/results/bench_search``).
 """
 
 from __future__ import annotations
@@ -73,11 +73,11 @@ sys.path.insert(0, str(ROOT))
 # Imported after the repository root is on the path.
 from evaluators.complexity import count  # noqa: E402
 from evaluators.data import load_dataset  # noqa: E402
-from nas.arch import Arch  # noqa: E402
-from nas.atomic import replaced  # noqa: E402
+from nas.core.arch import Arch  # noqa: E402
+from nas.core.atomic import replaced  # noqa: E402
 from nas.search.samplers import make_sampler as search_sampler  # noqa: E402
-from nas.search.settings import SAMPLERS, SearchSettings  # noqa: E402
-from results.pareto import hypervolume_history, pareto_front  # noqa: E402
+from nas.study.pareto import hypervolume_history, pareto_front  # noqa: E402
+from nas.study.settings import SAMPLERS, SearchSettings  # noqa: E402
 from search_spaces import get_space  # noqa: E402
 from search_spaces.base import SearchSpace  # noqa: E402
 
@@ -524,7 +524,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--seeds", type=int, default=5, help="runs per sampler, seeds first-seed.. (default 5)"
     )
     parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="JSON and PNG folder")
+    parser.add_argument(
+        "--out", default=str(ROOT / "benchmarks" / "results" / "bench_search"), help="JSON and PNG folder"
+    )
     parser.add_argument("--cache-dir", default=str(ROOT / "runs" / "bench_search"))
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     obj = parser.add_argument_group("objective (one-shot top-1)")

@@ -1,6 +1,7 @@
 """What weight sharing costs: a path through the supernet against the same network standing alone.
 
-For each space (``coatnet``, ``sasa``) a :class:`~nas.supernet.Supernet` is built under the space's CPU proxy
+For each space (``coatnet``, ``sasa``) a :class:`~evaluators.supernet.Supernet` is built under the space's
+CPU proxy
 profile for Fashion-MNIST's shape (1 channel, 10 classes, the profile's image size), as the one-shot
 evaluator builds it. For each of ``--samples`` seeded architectures of the space (``Supernet.sample(seed)``),
 two networks run the same training step (forward and backward of cross-entropy on one random batch of the
@@ -18,7 +19,7 @@ Run from the repository root::
 
     .venv/bin/python benchmarks/bench_supernet.py [--samples 8] [--repeats 15]
 
-It prints a table and writes ``benchmarks/results/bench_supernet.json``.
+It prints a table and writes ``benchmarks/results/bench_supernet/bench_supernet.json``.
 """
 
 from __future__ import annotations
@@ -39,10 +40,10 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from nas.supernet import Supernet  # noqa: E402
+from evaluators.supernet import Supernet  # noqa: E402
 from search_spaces import get_space  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results" / "bench_supernet.json"
+RESULTS = ROOT / "benchmarks" / "results" / "bench_supernet" / "bench_supernet.json"
 TARGET = 1.10  # path / standalone, forward + backward
 SPACES = ("coatnet", "sasa")
 IN_CHANS, NUM_CLASSES = 1, 10  # Fashion-MNIST, the data every CPU proxy trains on

@@ -12,7 +12,7 @@ Run from the repository root (torch on ``--threads`` threads, 2 by default)::
 
     .venv/bin/python benchmarks/bench_validation_share.py [--space sasa] [--archs 3]
 
-It prints a table and writes ``benchmarks/results/bench_validation_share.json``.
+It prints a table and writes ``benchmarks/results/bench_validation_share/bench_validation_share.json``.
 """
 
 from __future__ import annotations
@@ -89,7 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--archs", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_validation_share.json"))
+    parser.add_argument(
+        "--out",
+        default=str(
+            ROOT / "benchmarks" / "results" / "bench_validation_share" / "bench_validation_share.json"
+        ),
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     result = run(args.space, args.archs, args.seed)

@@ -20,7 +20,7 @@ Run from the repository root::
 
     .venv/bin/python benchmarks/bench_vs_timm.py [--devices cpu,cuda] [--repeats 7]
 
-It prints a table and writes ``benchmarks/results/bench_vs_timm.json``.
+It prints a table and writes ``benchmarks/results/bench_vs_timm/bench_vs_timm.json``.
 """
 
 from __future__ import annotations
@@ -45,10 +45,10 @@ sys.path.insert(0, str(ROOT))
 import timm  # noqa: E402
 
 from evaluators.complexity import flop_count_analysis  # noqa: E402
-from nas.model import build_model  # noqa: E402
+from nas.core.model import build_model  # noqa: E402
 from search_spaces import get_space  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results" / "bench_vs_timm.json"
+RESULTS = ROOT / "benchmarks" / "results" / "bench_vs_timm" / "bench_vs_timm.json"
 TARGET = 0.95  # ours / timm, MACs per second
 IMG_SIZE, BATCH = 224, 8
 PAIRS = {  # name: (space, baseline, timm model)

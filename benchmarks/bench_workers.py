@@ -22,8 +22,9 @@ Run from the repository root::
     .venv/bin/python benchmarks/bench_workers.py [--workers 2] [--archs 2] [--threads T]
 
 ``--threads`` (default: the cores torch sees) is the machine's thread count T the workers share. It prints
-a table and writes ``benchmarks/results/bench_workers.json``. Run with ``OMP_WAIT_POLICY=PASSIVE`` (and
-another ``--out``) it shows the cause: OpenMP's threads spinning while a join waits for a preempted one.
+a table and writes ``benchmarks/results/bench_workers/bench_workers.json``. Run with
+``OMP_WAIT_POLICY=PASSIVE`` (and another ``--out``) it shows the cause: OpenMP's threads spinning while a
+join waits for a preempted one.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 from nas.search.worker_pool import threads_per_worker  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results" / "bench_workers.json"
+RESULTS = ROOT / "benchmarks" / "results" / "bench_workers" / "bench_workers.json"
 
 
 def _train(threads: int, seeds: list[int], barrier: Any, out: Any) -> None:

@@ -39,9 +39,9 @@ which proxy variant ranks best and whether it beats the ``cpu`` profile's own pr
 
 The cheap parts run first (zero-cost scores, the one-shot supernet and its scores, every proxy variant), then
 the references one architecture at a time. Every result is cached as it is computed, in one small JSON file
-per study, ``--cache-dir``/``<space>-s<seed>.json`` (``benchmarks/results/evaluator_quality/``, committed: no
-weights), keyed by the shrunk network's key and that part's settings (and ``--device``'s type, except the
-CPU's), so a run stopped anywhere (Ctrl-C, a
+per study, ``--cache-dir``/``<space>-s<seed>.json`` (``benchmarks/results/evaluator_quality/cache/``,
+committed: no weights), keyed by the shrunk network's key and that part's settings (and ``--device``'s
+type, except the CPU's), so a run stopped anywhere (Ctrl-C, a
 kill, ``--stop-after``) resumes in a later session and computes only what is missing. The one-shot
 supernet's checkpoints stay under ``--supernet-dir`` (``runs/evaluator_quality/``, not committed); once its
 scores are cached it is not needed again. Each training keeps its epochs there too until its result is
@@ -61,9 +61,9 @@ scores stay on the CPU); its results are cached apart from the CPU's and written
 
 Each study writes ``evaluator_quality-<space>-s<seed>.json`` (settings, per-architecture rows, per-evaluator
 summary, timings; ``"partial": true`` while references are missing) and ``.png`` (reference top-1 against each
-evaluator's score) under ``--out`` (``benchmarks/results``). The earlier 10x study (coatnet, seed 0, one
-proxy, ``benchmarks/results/evaluator_quality.json``) is ``--space coatnet --seed 0 --variants cpu
---ref-samples 10000``.
+evaluator's score) under ``--out`` (``benchmarks/results/evaluator_quality``). The earlier 10x study
+(coatnet, seed 0, one proxy, ``benchmarks/results/evaluator_quality/archive/evaluator_quality.json``) is
+``--space coatnet --seed 0 --variants cpu --ref-samples 10000``.
 """
 
 from __future__ import annotations
@@ -102,10 +102,10 @@ from evaluators.proxy import (  # noqa: E402
     train_proxy,
 )
 from evaluators.ranking import kendall_tau, kendall_top, precision_at_k, spearman  # noqa: E402
-from nas.arch import Arch  # noqa: E402
-from nas.atomic import locked, merge_json, replaced  # noqa: E402
-from nas.model import build_model, count_params  # noqa: E402
-from nas.processes import process_alive, this_process  # noqa: E402
+from nas.core.arch import Arch  # noqa: E402
+from nas.core.atomic import locked, merge_json, replaced  # noqa: E402
+from nas.core.model import build_model, count_params  # noqa: E402
+from nas.system.processes import process_alive, this_process  # noqa: E402
 from search_spaces import get_space  # noqa: E402
 from search_spaces.base import ProxyProfile, SearchSpace  # noqa: E402
 
@@ -220,7 +220,8 @@ class Claims:
     """Which results the processes sharing a study are computing now, in one JSON file beside the supernets'
     checkpoints (not committed), so that no two processes compute one result: a shard takes the claim before
     it starts and gives it back once the result is cached. A claim names its process
-    (:func:`nas.processes.this_process`); one whose process has ended on this machine (killed, or a session
+    (:func:`nas.system.processes.this_process`); one whose process has ended on this machine (killed, or a
+    session
     that ended) is void. A claim from another machine, or where that cannot be told, holds."""
 
     def __init__(self, path: Path) -> None:
@@ -1443,8 +1444,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="minutes after which no new result is started (nor a training estimated to end past them) and a "
         "training stops at its next epoch, its checkpoint kept for the next run (outputs are partial)",
     )
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="JSON and PNG folder")
-    parser.add_argument("--cache-dir", default=str(ROOT / "benchmarks" / "results" / "evaluator_quality"))
+    parser.add_argument(
+        "--out",
+        default=str(ROOT / "benchmarks" / "results" / "evaluator_quality"),
+        help="JSON and PNG folder",
+    )
+    parser.add_argument(
+        "--cache-dir", default=str(ROOT / "benchmarks" / "results" / "evaluator_quality" / "cache")
+    )
     parser.add_argument(
         "--supernet-dir",
         default=str(ROOT / "runs" / "evaluator_quality"),

@@ -15,8 +15,9 @@ Run from the repository root (on the machine with the GPU)::
 
     .venv/bin/python benchmarks/gpu_throughput.py [--device cuda] [--seconds 85] [--out FILE]
 
-It prints one JSON line per architecture and writes ``benchmarks/results/gpu_throughput.json``. A row that
-fails is recorded with its error and the run goes on.
+It prints one JSON line per architecture and writes
+``benchmarks/results/gpu_throughput/gpu_throughput.json``. A row that fails is recorded with its error and
+the run goes on.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from evaluators.data import load_dataset  # noqa: E402
 from evaluators.proxy import train_proxy  # noqa: E402
 from search_spaces import get_space  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results" / "gpu_throughput.json"
+RESULTS = ROOT / "benchmarks" / "results" / "gpu_throughput" / "gpu_throughput.json"
 # (space, profile, archs, images of the probe epoch, batch (None: the profile's), images of the full
 # schedule (None: the profile's epochs over the training split), what that schedule is)
 PLAN = [

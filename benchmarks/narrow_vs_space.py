@@ -19,8 +19,8 @@ its seeds.
 The studies live under ``--runs-dir`` (``runs/narrow_vs_space/``); a rerun continues an unfinished study
 (``--resume``) and leaves a finished one as it is, so an interrupted run loses at most the trial it was in.
 Torch uses ``--threads`` (2) threads, stated in the JSON. Writes ``narrow_vs_space.json`` (settings, each
-study's row, each arm's row, the box) under ``--out`` (``benchmarks/results``) and prints the arms' table in
-Markdown (the README's). Run from the repository root (about 35 minutes on 2 CPU cores)::
+study's row, each arm's row, the box) under ``--out`` (``benchmarks/results/narrow_vs_space``) and prints
+the arms' table in Markdown (the README's). Run from the repository root (about 35 minutes on 2 CPU cores)::
 
     .venv/bin/python benchmarks/narrow_vs_space.py [--budget 5min] [--seeds 0,1,2]
 """
@@ -50,15 +50,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seeds", default="0,1,2", help="seeds of the searches (0,1,2)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (2)")
     parser.add_argument("--runs-dir", default=str(ROOT / "runs" / "narrow_vs_space"))
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="folder of the JSON")
+    parser.add_argument(
+        "--out", default=str(ROOT / "benchmarks" / "results" / "narrow_vs_space"), help="folder of the JSON"
+    )
     return parser.parse_args(argv)
 
 
 def _search(arm: str, seed: int, args: argparse.Namespace) -> Path:
     """The study of ``arm`` at ``seed``: run, or continued (a study whose budget leaves no room for another
     trial runs none)."""
-    from nas.search.run import run_search
-    from nas.search.settings import SearchSettings
+    from nas.api import run_search
+    from nas.study.settings import SearchSettings
 
     study = f"{arm}-s{seed}"
     run_dir = Path(args.runs_dir) / study

@@ -8,8 +8,9 @@ pooled: the device time the ladder needed to reach single fidelity's final hyper
 (mean +- population std over the seeds, as ``bench_fidelity.py`` reports it). A seed run in two batches
 (e.g. on two code versions) counts twice, labelled by its folder.
 
-    .venv/bin/python benchmarks/pool_fidelity.py benchmarks/results/bench_fidelity_paired_10_r0_v500_s789 \\
-        benchmarks/results/bench_fidelity_paired_10_r0_v500_s012_today
+    .venv/bin/python benchmarks/pool_fidelity.py \\
+        benchmarks/results/bench_fidelity/bench_fidelity_paired_10_r0_v500_s789 \\
+        benchmarks/results/bench_fidelity/bench_fidelity_paired_10_r0_v500_s012_today
 
 ``--out FILE`` also writes the pooled figures as JSON. Trains nothing; reads only the JSON files.
 """

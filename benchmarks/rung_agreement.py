@@ -14,7 +14,7 @@ recomputes BatchNorm's statistics on N training batches, the same training measu
 - Spearman of top-1 between every pair of rungs over the whole sample, with a bootstrap 90% interval;
 - the same over the sampled architectures the search itself promoted past rung 0 (its rung-1 trials), which
   is the sample ``bench_fidelity.py``'s online figure sees;
-- what the promotion rule buys at the top: the rule (``nas.search.fidelity.rung_order``, synchronous
+- what the promotion rule buys at the top: the rule (``nas.study.fidelity.rung_order``, synchronous
   successive halving over the sample: the first ``n // eta`` at each rung go on) against promoting as many
   at random (mean and std over 2000 draws) and against every architecture of the sample trained to the top
   (the oracle's front): the normalized hypervolume of each front at the top rung (top-1 there, MACs at 224
@@ -51,10 +51,10 @@ from benchmarks.bench_fidelity import DIRECTIONS, SPACE, json_safe, macs_at_224,
 from evaluators.data import load_dataset  # noqa: E402
 from evaluators.proxy import Fidelity, TrainConfig, train_proxy  # noqa: E402
 from evaluators.ranking import spearman  # noqa: E402
-from nas.arch import Arch  # noqa: E402
-from nas.atomic import replaced  # noqa: E402
-from nas.search.fidelity import DEFAULT_RUNG_VAL_IMAGES, Ladder, RungResult, rung_order  # noqa: E402
-from results.pareto import pareto_front  # noqa: E402
+from nas.core.arch import Arch  # noqa: E402
+from nas.core.atomic import replaced  # noqa: E402
+from nas.study.fidelity import DEFAULT_RUNG_VAL_IMAGES, Ladder, RungResult, rung_order  # noqa: E402
+from nas.study.pareto import pareto_front  # noqa: E402
 from search_spaces import get_space  # noqa: E402
 
 DRAWS = 2000  # random promotions drawn per sample
@@ -220,7 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--work", type=Path, default=ROOT / "runs" / "rung_agreement")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "rung_agreement.json")
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / "benchmarks" / "results" / "rung_agreement" / "rung_agreement.json"
+    )
     args = parser.parse_args(argv)
     try:
         ladder = Ladder(args.eta, args.rungs, args.min_fidelity, args.rung_schedule, args.rung_val_images)

@@ -22,8 +22,8 @@ finished seeds, and the paired difference found - baseline (the same seeds) with
 its 95% interval and p-value; n is the number of seeds with both runs finished. A pair is ``partial`` until
 every seed has finished.
 
-The cache (``--cache-dir``, ``benchmarks/results/search_vs_baselines/``) holds small JSON only, so it can be
-committed and a later session continues: ``search-<space>-<id>.json`` (the finished search's trials and
+The cache (``--cache-dir``, ``benchmarks/results/search_vs_baselines/cache/``) holds small JSON only, so it
+can be committed and a later session continues: ``search-<space>-<id>.json`` (the finished search's trials and
 front) and ``train/<arch>-seed<N>-<id>.json`` (one finished training's metrics and history); each id names
 the settings the result depends on. The searches' studies
 (``runs/search_vs_baselines-<space>-s<seed>/``) and the trainings' checkpoints
@@ -50,7 +50,7 @@ and ``--status`` still report every pair and seed of ``--seeds``::
 
 It writes ``search_vs_baselines.json`` (settings, searches, pairs with their statistics, runs) and
 ``search_vs_baselines.png`` (top-1 against MACs for each pair, +-1 std error bars) under ``--out``
-(``benchmarks/results``), and prints the pairs' table in Markdown (the README's).
+(``benchmarks/results/search_vs_baselines``), and prints the pairs' table in Markdown (the README's).
 """
 
 from __future__ import annotations
@@ -83,10 +83,10 @@ from evaluator_quality import finite, settings_id, trained_images  # noqa: E402
 
 from evaluators.complexity import count  # noqa: E402
 from evaluators.data import load_dataset  # noqa: E402
-from nas.arch import Arch  # noqa: E402
-from results.pareto import pareto_front  # noqa: E402
+from nas.core.arch import Arch  # noqa: E402
+from nas.study.pareto import pareto_front  # noqa: E402
+from nas.study.trials_table import feasible_rows  # noqa: E402
 from results.stats import LEVEL, paired  # noqa: E402
-from results.store import feasible_rows  # noqa: E402
 from search_spaces import ProxyProfile, get_space  # noqa: E402
 
 PROFILE, EVALUATOR = "cpu", "proxy"
@@ -468,8 +468,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the searches' studies (<dir>/search_vs_baselines-<space>-s<seed>/) and the trainings' "
         "checkpoints (<dir>/search_vs_baselines/train/)",
     )
-    parser.add_argument("--cache-dir", default=str(ROOT / "benchmarks" / "results" / "search_vs_baselines"))
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="JSON and PNG folder")
+    parser.add_argument(
+        "--cache-dir", default=str(ROOT / "benchmarks" / "results" / "search_vs_baselines" / "cache")
+    )
+    parser.add_argument(
+        "--out",
+        default=str(ROOT / "benchmarks" / "results" / "search_vs_baselines"),
+        help="JSON and PNG folder",
+    )
     parser.add_argument(
         "--device",
         choices=("cpu", "cuda"),
