@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from nas.search.settings import SearchSettings
+from nas.study.settings import SearchSettings
 
 
 def cheap_settings(runs_dir: str | Path, **changes: Any) -> SearchSettings:

@@ -5,7 +5,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from nas.openmp import wait_briefly
+from nas.system.openmp import wait_briefly
 
 wait_briefly()  # before torch loads: the tests' OpenMP threads wait as a `nas` command's do
 
@@ -53,7 +53,7 @@ def default_search(tmp_path_factory: pytest.TempPathFactory):
     once for the tests that read it (export, determinism); none of them writes to it."""
     from default_search import default_settings
 
-    from nas.search.run import run_search
+    from nas.api import run_search
 
     return run_search(default_settings(tmp_path_factory.mktemp("default-search"), "default")).run_dir
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from nas.search.settings import SearchSettings
+from nas.study.settings import SearchSettings
 
 SEED = 3
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from nas.arch import BLOCK_MIXERS, HEAD_KINDS, Arch, Head, Stage, Stem
+from nas.core.arch import BLOCK_MIXERS, HEAD_KINDS, Arch, Head, Stage, Stem
 
 
 def _mixer_dim(block: str, width: int, expand: int) -> int:

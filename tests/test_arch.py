@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import archs
 
-from nas.arch import Arch, Head, Stage, Stem
+from nas.core.arch import Arch, Head, Stage, Stem
 
 COATNET0 = Arch(
     Stem("conv", 64),

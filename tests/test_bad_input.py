@@ -11,9 +11,11 @@ A CLI case must exit with code 2 and print exactly one line, ``error: ...``, wit
 An API case must raise ValueError whose message is one line. Every case runs under a timeout, so an input that
 would block (a FIFO) or never end (``/dev/zero``, a YAML alias bomb) fails instead of hanging the suite.
 
-The size cases try every size option of every command with values out of bounds (``nas.bounds``): below the
+The size cases try every size option of every command with values out of bounds (``nas.core.bounds``): below
+the
 least, one past the most, huge, and values the command line cannot read as a number (a word, a fraction, a
-bool, a huge exponent, 5000 digits). The file cases (``nas.userfiles``) cover architecture JSON and search
+bool, a huge exponent, 5000 digits). The file cases (``nas.core.userfiles``) cover architecture JSON and
+search
 configs that are deep, oversized, alias bombs, not regular files, not UTF-8, or sections of the wrong type.
 """
 
@@ -37,10 +39,10 @@ from cheap_search import cheap_settings
 from typer.testing import CliRunner
 
 from evaluators.hyperparams import MAX_LR
-from nas import bounds
-from nas.arch import Arch, Stage, Stem
-from nas.cli import app
-from nas.search.settings import MAX_SEED
+from nas.cli.commands import app
+from nas.core import bounds
+from nas.core.arch import Arch, Stage, Stem
+from nas.study.settings import MAX_SEED
 
 ROOT = Path(__file__).resolve().parents[1]
 HYBRID = ROOT / "examples" / "hybrid.json"
@@ -286,7 +288,7 @@ CONFIG_MESSAGES = {
 
 def _damaged_weights(run_dir: Path) -> None:
     """Trial 0 kept weights that are garbage; an earlier export of it is in ``export/trial_0``."""
-    from results.store import save_trials
+    from nas.study.trials_table import save_trials
 
     frame = pd.read_parquet(run_dir / "trials.parquet")
     frame["weights"] = ["w.pt" if n == 0 else "" for n in frame["number"]]
@@ -1022,13 +1024,13 @@ def _settings(env: Env, **changes: Any):
 
 
 def _run(env: Env, **changes: Any) -> None:
-    from nas.search.run import run_search
+    from nas.api import run_search
 
     run_search(_settings(env, **changes))
 
 
 def _from_sources(env: Env, config: str) -> None:
-    from nas.search.settings import SearchSettings
+    from nas.study.settings import SearchSettings
 
     SearchSettings.from_sources(env.fill(config), budget="3trials")
 
@@ -1040,13 +1042,13 @@ def _export(run_dir: Path, out: Path, trials: list[int]) -> None:
 
 
 def _create(arch: Any, **kwargs: Any) -> None:
-    from nas.create import create_model
+    from nas.core.create import create_model
 
     create_model(arch, **kwargs)
 
 
 def _build(**kwargs: Any) -> None:
-    from nas.model import build_model
+    from nas.core.model import build_model
 
     build_model(Arch.from_flat(_hybrid()), **kwargs)
 
@@ -1058,7 +1060,7 @@ def _count(**kwargs: Any) -> None:
 
 
 def _ladder(**kwargs: Any) -> None:
-    from nas.search.fidelity import Ladder
+    from nas.study.fidelity import Ladder
 
     Ladder(**kwargs)
 
@@ -1404,7 +1406,7 @@ API_CASES: list[Any] = [
         "unknown field",
         id="arch-unknown-field",
     ),
-    # nas.create
+    # nas.core.create
     pytest.param(
         lambda e: _create(e.root / "missing.json"), "neither an architecture JSON", id="create-missing-file"
     ),

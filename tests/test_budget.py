@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nas.search.budget import Budget, BudgetTracker, TrialCost
+from nas.study.budget import Budget, BudgetTracker, TrialCost
 
 DAY, HOUR, MIN = 86400.0, 3600.0, 60.0
 
@@ -460,7 +460,7 @@ def test_resume_keeps_the_wall_time_elapsed() -> None:
 
 def test_importing_the_budget_imports_nothing_heavy() -> None:
     code = (
-        "import sys, nas.search, nas.search.budget; "
+        "import sys, nas.search, nas.study.budget; "
         "heavy = sorted(m for m in ('torch', 'optuna', 'ray', 'numpy') if m in sys.modules); "
         "assert not heavy, heavy"
     )

@@ -24,10 +24,10 @@ from typer.testing import CliRunner
 from evaluators.data import DataSplit, load_dataset
 from evaluators.oneshot import OneShotConfig, OneShotEvaluator
 from evaluators.proxy import train_proxy
+from evaluators.supernet import Supernet
 from evaluators.train import TRAIN_LOCK, FullTrainConfig, train_arch
-from nas.cli import app
-from nas.model import build_model
-from nas.supernet import Supernet
+from nas.cli.commands import app
+from nas.core.model import build_model
 from search_spaces import get_space
 from search_spaces.base import ProxyProfile
 

@@ -9,7 +9,7 @@ import time
 import pytest
 import torch
 
-from nas.ops._chunk_threads import map_chunks
+from nas.core.ops._chunk_threads import map_chunks
 
 CPU = torch.device("cpu")
 

@@ -12,8 +12,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from nas.arch import Arch
-from nas.cli import app
+from nas.cli.commands import app
+from nas.core.arch import Arch
 from search_spaces import get_space, list_spaces
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,7 +23,7 @@ runner = CliRunner()
 def test_import_nas_is_light_and_fast() -> None:
     # CPU seconds of the import, not wall seconds: other processes on a busy machine do not count
     code = (
-        "import sys, time; t = time.process_time(); import nas, nas.arch; dt = time.process_time() - t; "
+        "import sys, time; t = time.process_time(); import nas, nas.core.arch; dt = time.process_time() - t; "
         "heavy = [m for m in ('torch', 'ray', 'matplotlib', 'plotly', 'optuna') if m in sys.modules]; "
         "print(dt, heavy)"
     )

@@ -13,8 +13,8 @@ import pytest
 from cheap_search import cheap_settings
 from typer.testing import CliRunner
 
-from nas.cli import app
-from nas.search.run import run_search
+from nas.api import run_search
+from nas.cli.commands import app
 from results.comparison import compare
 
 pytestmark = pytest.mark.integration
@@ -33,7 +33,7 @@ def studies(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _area(points: list[tuple[float, float]], reference: tuple[float, float]) -> float:
     """The 2-D hypervolume of minimized ``points`` up to ``reference``, by a sweep over x: a check written
-    apart from results.pareto."""
+    apart from nas.study.pareto."""
     inside = sorted(p for p in points if p[0] < reference[0] and p[1] < reference[1])
     area, best_y = 0.0, reference[1]
     for i, (x, y) in enumerate(inside):

@@ -23,10 +23,10 @@ from evaluators.complexity import (
     macs_of,
 )
 from nas import build_model
-from nas.arch import BLOCK_MIXERS, HEAD_KINDS, MIXER_NAMES, STEM_KINDS, Head, Stage
-from nas.model import mixer_cfg
-from nas.ops import BLOCKS, MIXERS, STEMS, MixerCfg
-from nas.ops.local_attention import LocalAttention
+from nas.core.arch import BLOCK_MIXERS, HEAD_KINDS, MIXER_NAMES, STEM_KINDS, Head, Stage
+from nas.core.model import mixer_cfg
+from nas.core.ops import BLOCKS, MIXERS, STEMS, MixerCfg
+from nas.core.ops.local_attention import LocalAttention
 from search_spaces import get_space, list_spaces
 
 PAIRS = [(block, mixer) for block, mixers in BLOCK_MIXERS.items() for mixer in mixers]
@@ -476,7 +476,7 @@ def test_the_paper_convention_against_the_papers_rows(space: str, name: str, siz
 def test_an_unknown_convention_is_one_sentence() -> None:
     from typer.testing import CliRunner
 
-    from nas.cli import app
+    from nas.cli.commands import app
 
     result = CliRunner().invoke(app, ["cost", "examples/hybrid.json", "--convention", "tf"])
     assert result.exit_code == 2

@@ -13,13 +13,13 @@ from cheap_search import cheap_settings
 from typer.testing import CliRunner
 
 from evaluators.complexity import count
-from nas.arch import Arch
-from nas.cli import app
-from nas.search import constraints
-from nas.search.constraints import Limits, parse_count, parse_ms
-from nas.search.run import run_search
-from nas.search.storage import open_storage
+from nas.api import run_search
+from nas.cli.commands import app
+from nas.core.arch import Arch
 from nas.search.trial import TrialRunner
+from nas.study import constraints
+from nas.study.constraints import Limits, parse_count, parse_ms
+from nas.study.storage import open_storage
 from results.analysis import analyse, feasible_fractions, load_run, rejections
 from results.plots import scatter_figure
 from search_spaces import get_space

@@ -19,8 +19,8 @@ import pytest
 from cheap_search import cheap_settings
 from processes import free_port, stop
 
-from nas.search.run import run_search
-from nas.search.storage import open_storage
+from nas.api import run_search
+from nas.study.storage import open_storage
 
 
 def _dashboard() -> str:

@@ -97,7 +97,7 @@ def test_missing_fashion_mnist_names_every_path(tmp_path: Path, monkeypatch: pyt
     assert "pass data_dir='PATH' to a folder" in message and "download with download=True" in message
     from typer.testing import CliRunner
 
-    from nas.cli import app
+    from nas.cli.commands import app
 
     args = ["search", "--runs-dir", str(tmp_path / "runs"), "--data-dir", str(tmp_path / "given")]
     result = CliRunner().invoke(app, args)
@@ -242,7 +242,7 @@ def test_an_unreadable_image_is_one_sentence_naming_it(tmp_path: Path, workers: 
     from PIL import Image
 
     from evaluators.data import UnreadableImage
-    from nas.search.failures import failure_reason
+    from nas.system.failures import failure_reason
 
     (tmp_path / "train" / "cat").mkdir(parents=True)
     for i in range(4):
@@ -263,7 +263,7 @@ def test_nas_train_on_an_unreadable_image_says_so_in_one_sentence(tmp_path: Path
     from PIL import Image
     from typer.testing import CliRunner
 
-    from nas.cli import app
+    from nas.cli.commands import app
     from search_spaces import get_space
 
     for cls in ("cat", "dog"):

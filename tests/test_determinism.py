@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 from default_search import default_settings
 
-from nas.arch import Arch
-from nas.search.run import run_search
-from nas.search.settings import SearchSettings
+from nas.api import run_search
+from nas.core.arch import Arch
 from nas.search.trial import TrialRunner
+from nas.study.settings import SearchSettings
 
 
 def _trials(tmp_path: Path, study: str, **changes: object) -> pd.DataFrame:

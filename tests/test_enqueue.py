@@ -13,8 +13,9 @@ import pytest
 from cheap_search import cheap_settings
 from typer.testing import CliRunner
 
-from nas.cli import app
-from nas.search.run import refresh_trials, run_search
+from nas.api import run_search
+from nas.cli.commands import app
+from nas.search.run import refresh_trials
 from search_spaces import get_space
 
 pytestmark = pytest.mark.integration
@@ -147,7 +148,7 @@ def test_two_files_of_one_name_are_refused(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("given", ["mine.json", "[mine.json]"])
 def test_a_config_file_enqueues_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str) -> None:
-    from nas.search.settings import SearchSettings
+    from nas.study.settings import SearchSettings
 
     monkeypatch.chdir(tmp_path)
     _arch_file(tmp_path, "mine", 4)
@@ -158,7 +159,7 @@ def test_a_config_file_enqueues_files(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 def test_at_most_so_many_architectures_are_enqueued(tmp_path: Path) -> None:
-    from nas.search.settings import MAX_ENQUEUED
+    from nas.study.settings import MAX_ENQUEUED
 
     flat = SPACE.sample_random(0).to_flat()
     many = {f"a{i}": flat for i in range(MAX_ENQUEUED + 1)}

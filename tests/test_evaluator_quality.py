@@ -19,7 +19,7 @@ import pytest
 import torch
 from benchmark_scripts import load_benchmark
 
-from nas.processes import process_alive
+from nas.system.processes import process_alive
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -234,7 +234,7 @@ def test_shards_share_a_study_and_together_compute_it_once(eq, fake, tmp_path, c
     nets = lambda calls: [net for _, net in calls]  # noqa: E731
     # a claim held by a live process (another shard) keeps every other process off that result
     code = (
-        "import json, time; from nas.processes import this_process; "
+        "import json, time; from nas.system.processes import this_process; "
         "print(json.dumps(this_process()), flush=True); time.sleep(60)"
     )
     holder = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)

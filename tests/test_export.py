@@ -15,15 +15,16 @@ import torch
 from default_search import SEED
 from typer.testing import CliRunner
 
-import nas.timm_models  # noqa: F401  (registers nas_arch with timm)
+import search_spaces.timm_models  # noqa: F401  (registers nas_arch with timm)
 from evaluators.batches import loaders
 from evaluators.complexity import count
 from evaluators.data import load_dataset
-from nas.arch import Arch, Stage, Stem
-from nas.cli import app
-from nas.create import create_model
-from nas.model import build_model
-from results.export import export_trials, front_numbers
+from nas.cli.commands import app
+from nas.core.arch import Arch, Stage, Stem
+from nas.core.create import create_model
+from nas.core.model import build_model
+from nas.study.front import front_numbers
+from results.export import export_trials
 from results.standalone import FILES, write_standalone
 from search_spaces import get_space
 
@@ -169,7 +170,7 @@ def test_export_cli_needs_one_selection_and_refuses_unknown_trials(study: Path) 
 def test_create_model_refuses_contradicting_settings(tmp_path: Path) -> None:
     arch = get_space("coatnet").baselines()["CoAtNet-0"].arch
     small = get_space("coatnet").profile("cpu").apply(arch)
-    from nas.create import save_model
+    from nas.core.create import save_model
 
     path = save_model(create_model(small, num_classes=10, in_chans=1, img_size=32), tmp_path / "m.pt")
     with pytest.raises(ValueError, match="num_classes: the model file was built with 10"):
@@ -212,7 +213,7 @@ def test_the_exported_front_is_of_feasible_trials_as_the_report_draws_it() -> No
 def _ladder_run(run: Path) -> Path:
     """A hand-made laddered study: lineage 0 at rungs 0 and 1 (both complete, one weights file, as a search
     keeps it: by architecture), and trial 2, which failed at rung 0."""
-    from results.store import frame_from_rows, save_trials, trial_row
+    from nas.study.trials_table import frame_from_rows, save_trials, trial_row
 
     arch = get_space("coatnet").baselines()["CoAtNet-0"].arch
     rows = []

@@ -21,12 +21,12 @@ from evaluators.data import DataSplit
 from evaluators.hyperparams import MAX_LR
 from evaluators.proxy import ProxyEvaluator, TrainConfig
 from evaluators.registry import EVALUATORS
-from nas.arch import Arch
-from nas.search import failures
-from nas.search import run as run_module
-from nas.search.constraints import FAILED_IN_A_ROW, Limits, RejectionStreak, SameFailure
-from nas.search.run import run_search
-from nas.search.settings import SearchSettings
+from nas import api as api_module
+from nas.api import run_search
+from nas.core.arch import Arch
+from nas.study.constraints import FAILED_IN_A_ROW, Limits, RejectionStreak, SameFailure
+from nas.study.settings import SearchSettings
+from nas.system import failures
 from search_spaces.base import ProxyProfile
 
 pytestmark = pytest.mark.integration
@@ -189,7 +189,7 @@ def test_nas_search_exits_1_when_no_trial_completed(tmp_path: Path, monkeypatch:
     end or the streak stopped it: a script (`nas search ... && nas export ...`) read it as success."""
     from typer.testing import CliRunner
 
-    from nas.cli import app
+    from nas.cli.commands import app
 
     monkeypatch.setitem(EVALUATORS, "proxy", replace(EVALUATORS["proxy"], builder=f"{__name__}:build_broken"))
     args = ["search", "--space", "coatnet", "--no-baselines", "--runs-dir", str(tmp_path)]
@@ -203,9 +203,9 @@ def test_nas_search_exits_1_when_no_trial_completed(tmp_path: Path, monkeypatch:
     assert f"the last {FAILED_IN_A_ROW} trials all failed with the same reason" in streak.output
     # once a trial completes the study has results: a failure later in a search is no failed search
     frame = pd.DataFrame({"state": ["FAIL", "COMPLETE", "FAIL"]})
-    assert run_module._all_failed(frame, None) is None
-    assert run_module._all_failed(frame.iloc[[0, 2]], None) == "no trial of the study has completed, 2 failed"
-    assert run_module._all_failed(pd.DataFrame({"state": ["INFEASIBLE"]}), None) is None
+    assert api_module._all_failed(frame, None) is None
+    assert api_module._all_failed(frame.iloc[[0, 2]], None) == "no trial of the study has completed, 2 failed"
+    assert api_module._all_failed(pd.DataFrame({"state": ["INFEASIBLE"]}), None) is None
 
 
 def test_the_failure_streak_counts_one_reason_in_a_row() -> None:

@@ -18,11 +18,12 @@ import torch
 from optuna.trial import TrialState
 
 from evaluators.proxy import TrainingDiverged
-from nas.processes import process_alive, this_process
-from nas.search import failures, liveness
-from nas.search.budget import BudgetTracker, TrialCost
-from nas.search.failures import TrialTimeout, deadline, failure_reason
+from nas.search import liveness
 from nas.search.liveness import fail_lost_trials, lost_reason
+from nas.study.budget import BudgetTracker, TrialCost
+from nas.system import failures
+from nas.system.failures import TrialTimeout, deadline, failure_reason
+from nas.system.processes import process_alive, this_process
 
 
 def _spin(seconds: float) -> None:
@@ -111,7 +112,8 @@ def test_a_timeout_that_escapes_exit_is_closed_and_worded_as_every_other(
     the deadline's back: where the block ends as the deadline fires, the TrialTimeout leaves the ``with``
     bare and the deadline open. The trial body closes it and words it as every other timeout, so that a run
     of timeouts is one same failure (seen once on Ray as "trial exceeded its time limit")."""
-    from nas.search import trial, unraisable
+    from nas.search import trial
+    from nas.system import unraisable
 
     guard = deadline(0.3)
     guard.__enter__()

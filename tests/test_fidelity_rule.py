@@ -1,4 +1,4 @@
-"""The ladder's promotion rule on hand-made fronts: order by front (results.pareto's non-dominated sort,
+"""The ladder's promotion rule on hand-made fronts: order by front (nas.study.pareto's non-dominated sort,
 tested in test_pareto) then crowding distance, the top 1/eta of each rung, highest rung first, and no trial
 promoted twice."""
 
@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from nas.search.fidelity import (
+from nas.study.fidelity import (
     Ladder,
     Promotion,
     RungResult,
@@ -19,7 +19,7 @@ from nas.search.fidelity import (
     next_promotion,
     rung_order,
 )
-from results.pareto import nondominated_sort
+from nas.study.pareto import nondominated_sort
 
 TOP1_MACS = ("maximize", "minimize")
 TOP1_MACS_LATENCY = ("maximize", "minimize", "minimize")

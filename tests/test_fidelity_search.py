@@ -19,9 +19,9 @@ import pytest
 import torch
 from processes import stop
 
-from nas.search.fidelity import Ladder, RungResult, next_promotion
-from nas.search.run import run_search
-from nas.search.settings import SearchSettings
+from nas.api import run_search
+from nas.study.fidelity import Ladder, RungResult, next_promotion
+from nas.study.settings import SearchSettings
 from search_spaces import get_space
 
 LADDER = {"fidelity": "ladder", "min_fidelity": 128, "eta": 2, "rungs": 3}
@@ -153,7 +153,7 @@ def test_ray_climbs_the_same_ladder(tmp_path: Path) -> None:
     _check_checkpoints(outcome)
     # the top 1/eta of rung 0, as ranked at the end, was promoted (asynchronously, perhaps with others)
     rung0 = [RungResult(int(r.lineage), 0, (r.top1, r.macs)) for r in done[done["rung"] == 0].itertuples()]
-    from nas.search.fidelity import rung_order
+    from nas.study.fidelity import rung_order
 
     top = rung_order(rung0, ("maximize", "minimize"))[: len(rung0) // 2]
     promoted = set(done.loc[done["rung"] == 1, "lineage"].astype(int))

@@ -6,9 +6,9 @@ import random
 
 import pandas as pd
 
-from nas.search.objectives import parse_objectives
+from nas.study.objectives import parse_objectives
+from nas.study.trials_table import frame_from_rows, trial_row
 from results.importance import FRONT, MIN_TRIALS, choice_importance
-from results.store import frame_from_rows, trial_row
 from search_spaces import get_space
 
 OBJECTIVES = parse_objectives("top1,macs")

@@ -25,7 +25,7 @@ from evaluators.latency import (
     measured_latency_ms,
     whole_network_ms,
 )
-from nas.arch import Arch, Stage, Stem
+from nas.core.arch import Arch, Stage, Stem
 from search_spaces import get_space, list_spaces
 
 IMG = 32  # the smallest image every baseline runs at (total stride 32)
@@ -306,14 +306,14 @@ def test_a_bad_image_size_is_refused_in_one_sentence(img_size, tmp_path: Path) -
 def test_other_ops_code_is_another_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
 
-    import nas.ops
+    import nas.core.ops
     from evaluators import latency
 
     table = _table(tmp_path)
     assert f"-ops{latency._ops_code()}-" in table.device_id
     ops = tmp_path / "ops"
-    shutil.copytree(Path(nas.ops.__file__).parent, ops)
-    monkeypatch.setattr(nas.ops, "__file__", str(ops / "__init__.py"))
+    shutil.copytree(Path(nas.core.ops.__file__).parent, ops)
+    monkeypatch.setattr(nas.core.ops, "__file__", str(ops / "__init__.py"))
     latency._ops_code.cache_clear()
     try:
         assert _table(tmp_path).device_id == table.device_id  # the same code, byte for byte
@@ -349,9 +349,9 @@ def test_training_after_a_measurement_in_the_same_process(tmp_path: Path) -> Non
     """Parts built under inference mode fill the attention ops' caches (relative indices, local-attention
     masks); a network trained afterwards in the same process (a search measures latency, then trains)
     must not meet those tensors: autograd cannot save inference tensors."""
-    from nas.model import build_model
-    from nas.ops.local_attention import _geometry
-    from nas.ops.rel_attention import _head_relative_index, relative_index
+    from nas.core.model import build_model
+    from nas.core.ops.local_attention import _geometry
+    from nas.core.ops.rel_attention import _head_relative_index, relative_index
 
     for cache in (_geometry, _head_relative_index, relative_index):
         cache.cache_clear()

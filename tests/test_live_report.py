@@ -15,11 +15,12 @@ from cheap_search import cheap_settings
 from typer.testing import CliRunner
 
 from evaluators.registry import EVALUATORS, EvaluatorSpec
-from nas.arch import Arch
-from nas.cli import app
-from nas.search.manifest import read_manifest
-from nas.search.run import refresh_trials, run_search
-from results.store import save_trials
+from nas.api import run_search
+from nas.cli.commands import app
+from nas.core.arch import Arch
+from nas.search.run import refresh_trials
+from nas.study.manifest import read_manifest
+from nas.study.trials_table import save_trials
 
 pytestmark = pytest.mark.integration
 

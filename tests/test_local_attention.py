@@ -6,9 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nas.ops import local_attention
-from nas.ops.local_attention import LocalAttention, _local_attention, dense_local_attention
-from nas.ops.registry import MIXERS, MixerCfg
+from nas.core.ops import local_attention
+from nas.core.ops.local_attention import LocalAttention, _local_attention, dense_local_attention
+from nas.core.ops.registry import MIXERS, MixerCfg
 
 # (k, heads, head dim, (H, W)): odd sizes, sizes that are not whole query blocks, maps smaller than k; k up to
 # 7 and from 9 take the kernel's two ways into the logits (one-hot matmul, broadcast add), head dims under

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from nas.cli import app
+from nas.cli.commands import app
 
 
 def _search(tmp_path: Path, *extra: str) -> tuple[int, str]:

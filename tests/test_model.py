@@ -13,7 +13,7 @@ from test_ops import _check_runs_and_trains
 
 from evaluators.proxy import training_memory_format
 from nas import build_model
-from nas.arch import Arch, Head, Stage, Stem
+from nas.core.arch import Arch, Head, Stage, Stem
 from search_spaces import get_space, list_spaces
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "hybrid.json"

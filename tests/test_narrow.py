@@ -16,12 +16,12 @@ from cheap_search import cheap_settings
 from space_enumeration import count_by_enumeration
 from typer.testing import CliRunner
 
-from nas.arch import Arch
-from nas.cli import app
+from nas.cli.commands import app
+from nas.core.arch import Arch
 from search_spaces import get_space, list_spaces
 from search_spaces.base import RandomTrial
 from search_spaces.coatnet import CoAtNetSpace
-from search_spaces.narrowed import NarrowedSpace, describe, narrowing, parse_items
+from search_spaces.narrowed import NarrowedSpace, describe, narrow_space, narrowing, parse_items
 
 SMALL_COATNET = CoAtNetSpace(
     ops=("mbconv", "local", "rel"),
@@ -74,13 +74,13 @@ def test_decisions_are_what_sample_asks(space: str) -> None:
 )
 def test_a_narrowed_count_is_the_number_of_distinct_architectures(space: str, narrow: dict) -> None:
     base = SMALL_COATNET if space == "small" else get_space(space)
-    narrowed = base.narrowed(narrow)
+    narrowed = narrow_space(base, narrow)
     assert 0 < narrowed.cardinality() == count_by_enumeration(narrowed) < base.cardinality()
 
 
 def test_narrowed_samples_keep_the_values_and_stay_inside_both_spaces() -> None:
     base = get_space("coatnet")
-    space = base.narrowed({"stem": "conv", "s3.op": "rel,ext", "s2.depth": "2..4", "s4.width": [768]})
+    space = narrow_space(base, {"stem": "conv", "s3.op": "rel,ext", "s2.depth": "2..4", "s4.width": [768]})
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
     for _ in range(60):
         trial = study.ask()
@@ -98,11 +98,11 @@ def test_narrowed_samples_keep_the_values_and_stay_inside_both_spaces() -> None:
 
 def test_membership_and_baselines_follow_the_narrowing() -> None:
     base = get_space("coatnet")
-    space = base.narrowed({"s3.op": "ext,local", "s4.op": "rel"})
+    space = narrow_space(base, {"s3.op": "ext,local", "s4.op": "rel"})
     coatnet0 = base.baselines()["CoAtNet-0"].arch  # S3 is relative attention
     assert space.why_not(coatnet0) == "s3.op: 'rel' is not a choice of the space; allowed: local, ext"
     assert "CoAtNet-0" not in space.baselines()
-    keeps = base.narrowed({"s3.op": "rel,ext", "stem": "conv"})
+    keeps = narrow_space(base, {"s3.op": "rel,ext", "stem": "conv"})
     assert list(keeps.baselines()) == [n for n, b in base.baselines().items() if b.arch.stem.kind == "conv"
                                        and b.arch.stages[2].mixer in ("rel", "ext")]  # fmt: skip
     assert "ViT_REL" not in keeps.baselines() and "CoAtNet-0" in keeps.baselines()
@@ -116,7 +116,7 @@ def test_a_narrowing_is_canonical() -> None:
     assert list(one) == ["stem", "s1.k", "s2.depth"]
     assert describe(one) == "stem=attn s1.k=3,7 s2.depth=3,4"
     assert describe({"s3.depth": [4, 5, 6]}) == "s3.depth=4..6"
-    assert sasa.narrowed({"s1.op": "conv,local"}) is sasa  # kept whole: no narrowing
+    assert narrow_space(sasa, {"s1.op": "conv,local"}) is sasa  # kept whole: no narrowing
     assert parse_items(["s1.op=conv", " s2.k = 3,5"]) == {"s1.op": "conv", "s2.k": " 3,5"}
 
 
@@ -150,7 +150,7 @@ def test_a_bad_narrowing_is_one_sentence(narrow: object, message: str) -> None:
 
 
 def test_settings_take_items_mappings_and_config_files(tmp_path: Path) -> None:
-    from nas.search.settings import SearchSettings
+    from nas.study.settings import SearchSettings
 
     canonical = {"stem": ["resnet"], "s2.depth": [2, 3]}
     assert cheap_settings(tmp_path, narrow=["s2.depth=2..3", "stem=resnet"]).narrow == canonical
@@ -233,7 +233,7 @@ def test_an_enqueued_architecture_outside_the_narrowing_is_refused(tmp_path: Pat
 def test_ray_searches_the_narrowed_space(tmp_path: Path) -> None:
     import ray
 
-    from nas.search.run import run_search
+    from nas.api import run_search
 
     narrow = {"stem": "attn", "s2.op": "local", "s2.k": "3"}
     settings = cheap_settings(tmp_path, backend="ray", budget="5trials", narrow=narrow)
@@ -283,10 +283,10 @@ def test_a_oneshot_supernet_samples_the_narrowed_paths_and_records_the_narrowing
 def test_a_narrowed_supernet_holds_the_narrowed_ops_only() -> None:
     """Measured: the cpu-profile coatnet supernet holds 19.4M parameters, narrowed to MBConv in S1-S2 and
     relative attention in S3-S4 4.9M (every weight on some path of the narrowing: tests/test_supernet.py)."""
-    from nas.supernet import Supernet
+    from evaluators.supernet import Supernet
 
     base = get_space("coatnet")
-    narrowed = base.narrowed({"s1.op": "mbconv", "s2.op": "mbconv", "s3.op": "rel", "s4.op": "rel"})
+    narrowed = narrow_space(base, {"s1.op": "mbconv", "s2.op": "mbconv", "s3.op": "rel", "s4.op": "rel"})
     sizes = [
         sum(p.numel() for p in Supernet(sp, sp.profile("cpu"), num_classes=10, in_chans=1).parameters())
         for sp in (base, narrowed)

@@ -18,7 +18,7 @@ import torch
 from evaluators import oneshot
 from evaluators.data import DataSplit, load_dataset
 from evaluators.oneshot import OneShotConfig, OneShotEvaluator, _ExtremeTrial
-from nas.atomic import Held
+from nas.core.atomic import Held
 from search_spaces import get_space
 from search_spaces.base import ProxyProfile
 

@@ -12,9 +12,9 @@ import torch
 from onnx_check import assert_onnx_agrees, validation_images
 from typer.testing import CliRunner
 
-from nas.arch import BLOCK_MIXERS, HEAD_KINDS, MIXER_NAMES, STEM_KINDS, Arch, Head, Stage, Stem
-from nas.cli import app
-from nas.model import build_model
+from nas.cli.commands import app
+from nas.core.arch import BLOCK_MIXERS, HEAD_KINDS, MIXER_NAMES, STEM_KINDS, Arch, Head, Stage, Stem
+from nas.core.model import build_model
 from results.standalone import ONNX_OPSET, onnx_metadata, write_standalone
 from search_spaces import get_space
 
@@ -105,7 +105,7 @@ def test_cli_help_states_the_opset() -> None:
 
 def test_an_op_without_onnx_form_is_one_sentence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The local mixer's own kernel (a custom op) has no ONNX form: were it traced, the export says so."""
-    from nas.ops import local_attention
+    from nas.core.ops import local_attention
 
     def kernel_always(self, q, k, v):  # the mixer's attend without its export branch
         b, heads, d, h, w = q.shape

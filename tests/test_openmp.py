@@ -1,4 +1,5 @@
-"""The command line's OpenMP threads spin briefly at a join, then sleep (nas.openmp): set before torch loads,
+"""The command line's OpenMP threads spin briefly at a join, then sleep (nas.system.openmp): set before torch
+loads,
 so that libgomp itself reads it, and never over the user's own choice."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import sys
 
 import pytest
 
-from nas.openmp import SPIN_COUNT, wait_briefly
+from nas.system.openmp import SPIN_COUNT, wait_briefly
 
 
 @pytest.mark.parametrize(
@@ -45,7 +46,7 @@ def _libgomp_spin_count() -> str:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="torch's Linux wheels load GNU libgomp")
 def test_libgomp_in_a_nas_process_reads_the_count() -> None:
-    probe = [sys.executable, "-c", "import sys, nas.cli; print(*sys.modules)"]
+    probe = [sys.executable, "-c", "import sys, nas.cli.commands; print(*sys.modules)"]
     loaded = subprocess.run(probe, capture_output=True, text=True, check=True).stdout.split()
     assert "torch" not in loaded  # nothing the command line imports before main() loads torch
     assert _libgomp_spin_count() == SPIN_COUNT  # the user's own count wins: the test above

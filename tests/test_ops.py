@@ -9,13 +9,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import nas.ops.attention_stem as attention_stem
-from nas.arch import BLOCK_MIXERS, MIXER_NAMES, STEM_KINDS, Stage
-from nas.model import mixer_cfg
-from nas.ops import BLOCKS, MIXERS, STEMS, MixerCfg
-from nas.ops.attention_stem import AttentionStem
-from nas.ops.external_attention import ExternalAttention, double_normalize
-from nas.ops.rel_attention import RelAttention
+import nas.core.ops.attention_stem as attention_stem
+from nas.core.arch import BLOCK_MIXERS, MIXER_NAMES, STEM_KINDS, Stage
+from nas.core.model import mixer_cfg
+from nas.core.ops import BLOCKS, MIXERS, STEMS, MixerCfg
+from nas.core.ops.attention_stem import AttentionStem
+from nas.core.ops.external_attention import ExternalAttention, double_normalize
+from nas.core.ops.rel_attention import RelAttention
 
 SIZES = [(8, 8), (7, 5)]  # the size ops are built for, and an odd size they must also handle
 PAIRS = [(block, mixer) for block, mixers in BLOCK_MIXERS.items() for mixer in mixers]
@@ -106,7 +106,7 @@ def _in_both_formats(op: nn.Module, x: torch.Tensor) -> None:
     """``op`` on ``x`` in NCHW and in channels-last (the same weights, stored in that format): the same
     values and gradients (in float64, where the formats' different summation orders leave ~1e-15), and a
     channels-last input gives a channels-last output (a network keeps one format throughout:
-    nas.model.NasNet.use_memory_format)."""
+    nas.core.model.NasNet.use_memory_format)."""
     _randomize_norms(op)
     op, x = op.double(), x.double()
     upstream = None

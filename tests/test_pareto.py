@@ -1,4 +1,4 @@
-"""results.pareto: dominance, fronts and hypervolume against hand-computed cases and a brute-force count."""
+"""nas.study.pareto: dominance, fronts and hypervolume against hand-computed cases and a brute-force count."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from results.pareto import dominates, hypervolume, hypervolume_history, nondominated_sort, pareto_front
+from nas.study.pareto import dominates, hypervolume, hypervolume_history, nondominated_sort, pareto_front
 
 MIN2, MIN3 = ["minimize"] * 2, ["minimize"] * 3
 

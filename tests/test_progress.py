@@ -13,13 +13,13 @@ from cheap_search import cheap_settings
 from rich.console import Console
 from typer.testing import CliRunner
 
-from nas.cli import app
+from nas.cli.commands import app
 from nas.search import progress as progress_module
-from nas.search.objectives import parse_objectives
 from nas.search.optuna_driver import open_study, run_optuna
 from nas.search.progress import FRONT_ROWS, SearchProgress
 from nas.search.trial import TrialRunner
-from results.store import trials_frame
+from nas.study.objectives import parse_objectives
+from nas.study.trials_table import trials_frame
 
 
 def _row(number: int, arch: str, top1: float, macs: float, state: str = "COMPLETE") -> dict:

@@ -12,7 +12,7 @@ from evaluators.complexity import pick_device
 from evaluators.data import DataSplit, load_dataset
 from evaluators.hyperparams import MAX_LR
 from evaluators.proxy import ProxyEvaluator, TrainConfig, TrainingDiverged, train_proxy
-from nas.arch import Arch, Stage, Stem
+from nas.core.arch import Arch, Stage, Stem
 from search_spaces import get_space
 from search_spaces.base import ProxyProfile
 

@@ -13,7 +13,7 @@ import torch
 from evaluators.batches import loaders
 from evaluators.data import DataSplit, load_dataset
 from evaluators.proxy import Fidelity, TrainConfig, build_scaled_network, train_proxy
-from nas.arch import Arch, Stage, Stem
+from nas.core.arch import Arch, Stage, Stem
 from search_spaces.base import ProxyProfile
 
 TINY = Arch(Stem("conv", 16), (Stage("mbconv", "conv", 1, 16), Stage("transformer", "rel", 1, 32)))

@@ -12,7 +12,7 @@ import torch
 
 from evaluators.data import DataSplit, load_dataset
 from evaluators.proxy import ADDED_FIELDS, Fidelity, TrainConfig, TrainingStopped, train_proxy
-from nas.arch import Arch, Stage, Stem
+from nas.core.arch import Arch, Stage, Stem
 from search_spaces.base import ProxyProfile
 
 # one block of each kind that draws from torch's generator in training (drop-path) or reads BatchNorm stats

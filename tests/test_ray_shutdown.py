@@ -11,7 +11,7 @@ import pytest
 from cheap_search import cheap_settings
 from processes import descendants
 
-from nas.search.run import run_search
+from nas.api import run_search
 
 pytestmark = pytest.mark.integration
 

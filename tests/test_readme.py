@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from nas.cli import app
+from nas.cli.commands import app
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

@@ -11,13 +11,13 @@ import pytest
 from cheap_search import cheap_settings
 from typer.testing import CliRunner
 
-from nas.arch import Arch
-from nas.cli import app
-from nas.search import constraints
-from nas.search.run import run_search
+from nas.api import run_search
+from nas.cli.commands import app
+from nas.core.arch import Arch
 from nas.search.samplers import sampler_seed
-from nas.search.storage import open_storage
 from nas.search.trial import Earlier, TrialRunner, run_trial
+from nas.study import constraints
+from nas.study.storage import open_storage
 from search_spaces import get_space
 
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from nas.search.run import run_search
-from nas.search.settings import SearchSettings
+from nas.api import run_search
+from nas.study.settings import SearchSettings
+from nas.study.trials_table import frame_from_rows, save_trials, trial_row, why_no_front
 from results.analysis import analyse, load_run
 from results.report import write_report
-from results.store import frame_from_rows, save_trials, trial_row, why_no_front
 from search_spaces import get_space
 
 FRONT_RED = (0xD6, 0x27, 0x28)  # the front's colour in the plots

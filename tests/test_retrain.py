@@ -17,12 +17,12 @@ from typer.testing import CliRunner
 
 from evaluators.data import load_dataset
 from evaluators.train import TRAIN_LOCK, FullTrainConfig, train_arch
-from nas.arch import Arch
-from nas.atomic import sole
-from nas.cli import app
-from nas.search.objectives import parse_objectives
-from nas.search.run import run_search
-from results.export import front_numbers
+from nas.api import run_search
+from nas.cli.commands import app
+from nas.core.arch import Arch
+from nas.core.atomic import sole
+from nas.study.front import front_numbers
+from nas.study.objectives import parse_objectives
 from results.retrain import Member, RetrainPlan, RunResult, plan_retrain, run_retrain, summarize
 from results.stats import paired
 from search_spaces import get_space

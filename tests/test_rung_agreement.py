@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from benchmark_scripts import load_benchmark
 
-from nas.search.fidelity import Ladder
+from nas.study.fidelity import Ladder
 
 LADDER = Ladder(eta=3, rungs=3, min_images=661, val_images=500)
 

@@ -13,7 +13,7 @@ from optuna.trial import create_trial
 
 from nas.search.optuna_driver import open_study
 from nas.search.samplers import make_sampler, on_rung_zero
-from nas.search.settings import SearchSettings
+from nas.study.settings import SearchSettings
 
 DISTRIBUTIONS = {"op": CategoricalDistribution(["C", "L", "R", "E"]), "depth": IntDistribution(1, 8)}
 DIRECTIONS = ["maximize", "minimize"]

@@ -16,10 +16,10 @@ from typer.testing import CliRunner
 
 from evaluators.data import load_dataset
 from evaluators.registry import EVALUATORS
-from nas.cli import app
-from nas.search.run import run_search
-from nas.search.settings import SearchSettings
+from nas.api import run_search
+from nas.cli.commands import app
 from nas.search.trial import TrialRunner
+from nas.study.settings import SearchSettings
 from search_spaces import get_space
 
 SASA_BASELINES = list(get_space("sasa").baselines())
@@ -221,7 +221,7 @@ def test_a_ray_study_takes_one_driver(tmp_path: Path) -> None:
     """Two Ray sessions on one study (a second `--resume` while the first ran) each restored the experiment
     and ran the budget's trials again under the same numbers: 7 trials under a 4-trial budget, numbers 1 to 3
     twice in the table. The driver holds the run folder's session lock; a second is refused at once."""
-    from nas.atomic import sole
+    from nas.core.atomic import sole
     from nas.search.ray_driver import SESSION_LOCK
 
     run_dir = tmp_path / "t"

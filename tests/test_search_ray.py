@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from cheap_search import cheap_settings
 
-from nas.search.run import run_search
-from nas.search.settings import SearchSettings
+from nas.api import run_search
+from nas.study.settings import SearchSettings
 
 pytestmark = pytest.mark.integration
 

@@ -24,9 +24,9 @@ from processes import free_port
 from rich.console import Console
 from typer.testing import CliRunner
 
-from nas.cli import app
-from nas.search.run import run_search
-from nas.search.storage import open_storage
+from nas.api import run_search
+from nas.cli.commands import app
+from nas.study.storage import open_storage
 
 # a password that must be escaped in a URL (":", "@", "/") and in a password file (":")
 PASSWORD = "Nas-s3cret:p@ss/wd"
@@ -87,7 +87,7 @@ def _no_password_around(monkeypatch: pytest.MonkeyPatch) -> None:
     ],
 )  # fmt: skip
 def test_redact_hides_every_password_and_keeps_the_rest(url: str, shown: str) -> None:
-    from nas.search.credentials import redact
+    from nas.study.credentials import redact
 
     assert redact(url) == shown
     assert not _leaks(redact(url))
@@ -110,13 +110,13 @@ def test_redact_hides_every_password_and_keeps_the_rest(url: str, shown: str) ->
     ],
 )
 def test_redact_leaves_text_without_a_password_as_it_is(text: str) -> None:
-    from nas.search.credentials import redact
+    from nas.study.credentials import redact
 
     assert redact(text) == text
 
 
 def test_scrub_hides_the_password_wherever_a_driver_message_repeats_it() -> None:
-    from nas.search.credentials import scrub
+    from nas.study.credentials import scrub
 
     url = f"postgresql://bob:{PASSWORD}@db/nas"  # the driver reads "Nas-s3cret:p" and a host "ss/wd@db"
     message = f"failed to resolve host 'ss/wd@db'; URL {url}; password {PASSWORD}, {ENCODED}; env hunter22"
@@ -128,7 +128,7 @@ def test_scrub_hides_the_password_wherever_a_driver_message_repeats_it() -> None
 def test_the_password_goes_to_the_driver_not_into_the_url_optuna_keeps(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from nas.search.credentials import split_password
+    from nas.study.credentials import split_password
 
     assert split_password(f"postgresql+psycopg://bob:{ENCODED}@db/nas?sslmode=require") == (
         "postgresql+psycopg://bob@db/nas?sslmode=require",
@@ -179,7 +179,7 @@ def test_a_search_writes_its_storage_password_to_no_file_and_no_console_line(
 
 
 def test_a_report_hides_the_password_of_a_manifest_written_before_it_was_hidden(tmp_path: Path) -> None:
-    from nas.search.manifest import update_manifest
+    from nas.study.manifest import update_manifest
     from results.report import write_report
 
     run_search(cheap_settings(tmp_path, budget="3trials"), Console(file=io.StringIO()))

@@ -14,8 +14,8 @@ import optuna
 import pytest
 from postgres_server import PostgresServer
 
-from nas.search.settings import SearchSettings
-from nas.search.storage import open_storage
+from nas.study.settings import SearchSettings
+from nas.study.storage import open_storage
 
 pytestmark = pytest.mark.integration
 BUDGET = 150

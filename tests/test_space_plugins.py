@@ -16,8 +16,8 @@ from space_plugins import ROOT, install, install_example
 from typer.testing import CliRunner
 
 import search_spaces
-from nas.arch import Arch
-from nas.cli import app
+from nas.cli.commands import app
+from nas.core.arch import Arch
 from search_spaces import get_space, list_spaces, origin, plugin_problems
 
 runner = CliRunner()

@@ -10,10 +10,10 @@ import torch
 from optuna.trial import FixedTrial
 from space_enumeration import count_by_enumeration
 
+from evaluators.supernet import Supernet
 from nas import build_model
-from nas.arch import Arch, Stage, Stem
-from nas.model import SkipMetaInit
-from nas.supernet import Supernet
+from nas.core.arch import Arch, Stage, Stem
+from nas.core.model import SkipMetaInit
 from search_spaces import get_space, list_spaces
 from search_spaces.base import _ReplayTrial
 from search_spaces.coatnet import CoAtNetSpace
@@ -56,7 +56,7 @@ def test_baseline_layouts_follow_the_papers() -> None:
 def test_outside_archs_are_refused_with_a_reason(space: str) -> None:
     sp = get_space(space)
     base = next(iter(sp.baselines().values())).arch
-    wrong_depth = base.replace_stage(0, depth=64)  # the most blocks a stage may have (nas.bounds)
+    wrong_depth = base.replace_stage(0, depth=64)  # the most blocks a stage may have (nas.core.bounds)
     assert "outside the space's range" in sp.why_not(wrong_depth)
     heads = (
         base.replace_stage(-1, heads=1) if base.stages[-1].mixer != "conv" else base.replace_stage(-1, k=5)

@@ -10,8 +10,8 @@ import pytest
 from cheap_search import evaluated_trials
 from typer.testing import CliRunner
 
-from nas.arch import Arch
-from nas.cli import app
+from nas.cli.commands import app
+from nas.core.arch import Arch
 from nas.search.trial import TrialRunner
 
 

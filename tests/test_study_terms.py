@@ -1,4 +1,4 @@
-"""A study is resumed only under the terms its trials were measured with (nas.search.terms): each term that
+"""A study is resumed only under the terms its trials were measured with (nas.study.terms): each term that
 changes is refused in one sentence naming it, before any trial; a study that predates a term records it at
 its resume and is held to it from then on; how long and where it is searched may change."""
 
@@ -10,11 +10,11 @@ from pathlib import Path
 import optuna
 import pytest
 
-from nas.bounds import MAX_EPOCHS
+from nas.core.bounds import MAX_EPOCHS
 from nas.search.optuna_driver import open_study
-from nas.search.settings import SearchSettings
-from nas.search.terms import check_terms, study_terms
 from nas.search.trial import TrialRunner
+from nas.study.settings import SearchSettings
+from nas.study.terms import check_terms, study_terms
 
 
 def _settings(runs: Path, **changes) -> SearchSettings:

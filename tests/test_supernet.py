@@ -8,10 +8,10 @@ import random
 import pytest
 import torch
 
-from nas.arch import Arch
-from nas.model import build_model
-from nas.ops._layers import channels_last
-from nas.supernet import Supernet
+from evaluators.supernet import Supernet
+from nas.core.arch import Arch
+from nas.core.model import build_model
+from nas.core.ops._layers import channels_last
 from search_spaces import get_space, list_spaces
 
 SPACES = list_spaces()  # the built-in spaces and the installed plugins (tests/conftest.py installs one)

@@ -15,9 +15,9 @@ from evaluators.augment import RandAugmentBatch
 from evaluators.checkpoint import load_checkpoint
 from evaluators.data import DataSplit, load_dataset
 from evaluators.train import RECIPES, TRAIN_LOCK, FullTrainConfig, TrainStatus, train_arch
-from nas import train_view
-from nas.cli import app
-from nas.create import create_model
+from nas.cli import train_view
+from nas.cli.commands import app
+from nas.core.create import create_model
 from search_spaces import get_space
 
 PROFILE = get_space("coatnet").profile("cpu")
@@ -114,7 +114,7 @@ def test_cli_trains_an_arch_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 def test_an_exported_network_trains_under_its_own_spaces_profile(tmp_path: Path) -> None:
     """``nas train`` scaled every network by coatnet's profile unless told ``--space``: a sasa export
     trained as another network (depth 0.2 of the search's 0.5), with no word of it."""
-    from nas.cli import _space_of
+    from nas.cli.commands import _space_of
 
     sasa = get_space("sasa").baselines()["ResNet-26 conv"].arch
     assert (_space_of(sasa), _space_of(ARCH)) == ("sasa", "coatnet")
@@ -214,7 +214,7 @@ def test_one_process_trains_in_a_folder(fashion: DataSplit, tmp_path: Path) -> N
     checkpoint leaves no folder it made."""
     import os
 
-    from nas.atomic import sole
+    from nas.core.atomic import sole
 
     out = tmp_path / "run"
     out.mkdir()

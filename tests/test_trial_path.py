@@ -15,15 +15,15 @@ from cheap_search import cheap_settings
 from typer.testing import CliRunner
 
 from evaluators.registry import EVALUATORS, ON_REQUEST, TRIAL_METRICS, EvaluatorSpec
-from nas.arch import Arch
-from nas.cli import app
-from nas.search import budget
-from nas.search.budget import wall_seconds
-from nas.search.manifest import read_manifest, write_manifest
-from nas.search.objectives import KNOWN_DIRECTIONS
-from nas.search.run import run_search
-from nas.search.settings import SearchSettings
+from nas.api import run_search
+from nas.cli.commands import app
+from nas.core.arch import Arch
 from nas.search.trial import TrialRunner, run_trial
+from nas.study import budget
+from nas.study.budget import wall_seconds
+from nas.study.manifest import read_manifest, write_manifest
+from nas.study.objectives import KNOWN_DIRECTIONS
+from nas.study.settings import SearchSettings
 from results.analysis import analyse, front_table, load_run
 from search_spaces import get_space
 
@@ -286,7 +286,7 @@ def test_batched_trial_writes_store_what_unbatched_writes_store(tmp_path: Path) 
     import optuna
 
     from nas.search.samplers import make_sampler
-    from nas.search.storage import batched_writes, open_storage
+    from nas.study.storage import batched_writes, open_storage
 
     space = get_space("coatnet")
     stored = []
@@ -361,7 +361,7 @@ def test_the_lean_trial_reads_equal_optunas(
 
     import optuna
 
-    from nas.search.storage import open_storage, trial_id
+    from nas.study.storage import open_storage, trial_id
 
     url = request.getfixturevalue("postgres").url if database == "postgresql" else None
     storage = open_storage(cheap_settings(tmp_path, storage=url))[0]

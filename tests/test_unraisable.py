@@ -1,4 +1,4 @@
-"""nas.search.unraisable in one process: an exception raised into a running thread from outside it (a
+"""nas.system.unraisable in one process: an exception raised into a running thread from outside it (a
 signal handler's KeyboardInterrupt, a trial deadline's TrialTimeout) that lands while the thread runs a
 finalizer (a ``__del__`` or a weakref callback, which the garbage collector may run in the middle of any code)
 still stops the trial, and prints no traceback. Python reports an exception raised in a finalizer as
@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from nas.search import stopping
-from nas.search.failures import TrialTimeout, deadline
+from nas.system import stopping
+from nas.system.failures import TrialTimeout, deadline
 
 
 def _spin(seconds: float) -> None:

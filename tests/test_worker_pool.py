@@ -9,9 +9,9 @@ import pytest
 import torch
 from cheap_search import cheap_settings
 
-from nas.search.budget import Session
-from nas.search.settings import SearchSettings
 from nas.search.worker_pool import WorkerPool, threads_per_worker
+from nas.study.budget import Session
+from nas.study.settings import SearchSettings
 
 
 def _report_threads(settings: SearchSettings, worker: int, session: Session) -> int:

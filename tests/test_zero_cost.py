@@ -14,7 +14,7 @@ import torch.nn as nn
 
 from evaluators.zero_cost import ZERO_COST, naswot_of, score, synflow_of
 from nas import build_model
-from nas.arch import Arch
+from nas.core.arch import Arch
 from search_spaces import get_space, list_spaces
 
 SPACES = list_spaces()  # the built-in spaces and the installed plugins (tests/conftest.py installs one)
