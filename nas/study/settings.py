@@ -86,7 +86,7 @@ def declare(
     default: Any, help: str, *, shown: str | None = None, flag: str | None = None, cli: Any = None, **kw: Any
 ) -> Any:
     """A setting's field, declared once: ``default`` (a callable: its factory) and the option's help; the
-    help's ``[default: ...]`` is ``shown``, else the default itself (none for None, a boolean or a factory)."""
+    help's ``[default: ...]`` is ``shown``, else the default itself (none for None, a bool or a factory)."""
     if shown is None and not callable(default) and default is not None and not isinstance(default, bool):
         shown = f"{default:g}" if isinstance(default, float) else str(default)
     metadata = {"option": Declared(help, shown, flag, cli)}
