@@ -65,6 +65,8 @@ from typing import Any
 import torch
 import torch.nn as nn
 
+import nas.core.model
+import nas.core.ops
 from evaluators.complexity import _HeadPart
 from evaluators.part_costs import part_key
 from nas.core.arch import Arch, Head, Stage, Stem
@@ -161,9 +163,6 @@ def _ops_code() -> str:
     """8 hex digits of a hash of the code that builds and runs the timed parts (``nas/core/ops/``,
     ``nas/core/model.py``): a faster kernel makes old measurements wrong, so code that differs in any byte is
     another table (measured again, the old file left as it is)."""
-    import nas.core.model
-    import nas.core.ops
-
     files = [*sorted(Path(nas.core.ops.__file__).parent.glob("*.py")), Path(nas.core.model.__file__)]
     digest = hashlib.sha256()
     for file in files:

@@ -50,6 +50,7 @@ from evaluators.complexity import pick_device
 from evaluators.data import DataSplit
 from evaluators.data_parallel import Shard
 from evaluators.hyperparams import check_training
+from evaluators.oneshot_ray import train_on_ray
 from evaluators.proxy import TrainingDiverged, forked_rng, training_memory_format
 from evaluators.steps import backward, recalibrate_bn, update, validate
 from evaluators.supernet import Supernet
@@ -313,7 +314,6 @@ class OneShotEvaluator:
         if self.workers > 1 and (state is None or int(state["epoch"]) < self.config.epochs):
             if report is not None:
                 raise ValueError("report: data-parallel supernet training (workers > 1) reports no epochs")
-            from evaluators.oneshot_ray import train_on_ray
 
             state = train_on_ray(self, state)
             if self.checkpoint is not None:

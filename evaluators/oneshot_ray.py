@@ -68,6 +68,7 @@ def train_on_ray(
     trainer = TorchTrainer(
         _worker,
         train_loop_config={
+            "evaluator_type": type(evaluator),  # each worker builds its own evaluator of this class
             "space": evaluator.space,
             "profile": evaluator.profile,
             "data": evaluator.data,
@@ -103,11 +104,9 @@ def _worker(config: dict[str, Any]) -> None:
     import ray.train
     import ray.train.torch
 
-    from evaluators.oneshot import OneShotEvaluator
-
     context = ray.train.get_context()
     shard = Shard(context.get_world_rank(), context.get_world_size())
-    evaluator = OneShotEvaluator(
+    evaluator: OneShotEvaluator = config["evaluator_type"](
         config["space"],
         config["profile"],
         config["data"],

@@ -144,7 +144,7 @@ def _check_kind(key: str, value: Any, default: Any) -> None:
 
 
 def build_proxy(config: Any, *, profile: Any, data: Any, seed: int, device: Any, weights_dir: Path, **_: Any):
-    from evaluators.proxy import ProxyEvaluator
+    from evaluators.proxy import ProxyEvaluator  # heavy: torch
 
     return ProxyEvaluator(profile, data(), seed=seed, config=config, device=device, weights_dir=weights_dir)
 
@@ -165,7 +165,7 @@ def build_oneshot(
 ) -> Any:
     """The one-shot evaluator with its supernet trained (in ``workers`` Ray Train workers when more than 1)
     or loaded from ``run_dir``'s checkpoint."""
-    from evaluators.oneshot import OneShotEvaluator
+    from evaluators.oneshot import OneShotEvaluator  # heavy: torch
 
     evaluator = OneShotEvaluator(
         space,

@@ -38,7 +38,7 @@ from timm.scheduler import create_scheduler_v2
 from timm.utils import ModelEmaV3
 
 from evaluators.amp import amp_dtype, autocast, grad_scaler
-from evaluators.augment import host_rng
+from evaluators.augment import host_rng, rand_augment
 from evaluators.batches import loaders
 from evaluators.checkpoint import load_checkpoint, restoring, save_checkpoint
 from evaluators.complexity import pick_device
@@ -92,8 +92,6 @@ class FullTrainConfig:
                 f"batch-size: Mixup and CutMix pair images, so it must be even, not {self.batch_size}"
             )
         if self.randaugment:
-            from evaluators.augment import rand_augment
-
             rand_augment(self.randaugment, (0.5,), 32)  # a string timm cannot read fails here, not mid-run
 
     @property

@@ -34,11 +34,14 @@ from typing import Any
 
 import pandas as pd
 
+from evaluators.ranking import spearman
 from nas.core.arch import Arch
 from nas.study.objectives import Objective, parse_objectives
 from nas.study.pareto import dominates, hypervolume_history, pareto_front
 from nas.study.trials_table import at_top_rung, feasible_rows, top_rung
 from results.importance import ChoiceImportance, choice_importance
+from search_spaces import get_space
+from search_spaces.narrowed import describe
 
 __all__ = [
     "COST_AXES",
@@ -307,8 +310,6 @@ def analyse(frame: pd.DataFrame, manifest: dict[str, Any], *, importance: bool =
 
 def space_searched(manifest: dict[str, Any]) -> str:
     """The space, and the narrowing the search kept it to (``--narrow``), as the command line writes it."""
-    from search_spaces.narrowed import describe
-
     narrow = (manifest.get("settings") or {}).get("narrow")
     if not narrow or not isinstance(narrow, dict) or not all(isinstance(v, list) for v in narrow.values()):
         return str(manifest.get("space"))
@@ -319,8 +320,6 @@ def baseline_labels(frame: pd.DataFrame, space_name: str | None) -> list[str]:
     """Each row's baseline label: its name, and where the space has two baselines of one network (the
     layout study's C-C-T-T is CoAtNet-0: the search runs it once) both names, ``CoAtNet-0 = C-C-T-T``;
     empty for a sampled architecture."""
-    from search_spaces import get_space
-
     names: dict[str, list[str]] = {}
     try:
         for name, baseline in get_space(str(space_name)).baselines().items():
@@ -358,7 +357,6 @@ def _rung_rows(frame: pd.DataFrame, top: int | None) -> list[tuple[str, str]]:
     gave +0.52 (benchmarks/rung_agreement.py)."""
     if top is None or "rung" not in frame:
         return []
-    from evaluators.ranking import spearman
 
     done = frame[(frame["state"] == "COMPLETE") & frame["rung"].notna()]
     counts = ", ".join(f"rung {r}: {int((done['rung'] == r).sum())}" for r in range(top + 1))

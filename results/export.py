@@ -28,10 +28,13 @@ from typing import Any
 
 import pandas as pd
 
+from nas.core.arch import Arch
 from nas.core.atomic import scratch_folder
+from nas.core.create import load_model_file, model_of_payload
 from nas.study.front import front_numbers
 from nas.study.trials_table import completed_trial, top_rung, why_no_front
 from results.analysis import load_run
+from results.standalone import check_format, write_standalone
 
 __all__ = ["export_trials"]
 
@@ -46,8 +49,6 @@ def export_trials(
     """Export the given trial numbers (None: the Pareto front) of the study in ``run_dir``; returns the
     trials' folders, each holding exactly the files this export wrote into it. ``fmt`` is the standalone
     file's format (:data:`results.standalone.FILES`, or ``none``)."""
-    from results.standalone import check_format
-
     check_format(fmt)
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     frame, manifest = load_run(run_dir)
@@ -99,8 +100,6 @@ def _superseded(frame: pd.DataFrame, row: pd.Series) -> bool:
 
 
 def _export_one(run_dir: Path, target: Path, row: pd.Series, fmt: str, superseded: bool = False) -> None:
-    from nas.core.arch import Arch
-
     target.mkdir()
     arch = Arch.from_json(str(row["arch_json"]))
     (target / "arch.json").write_text(arch.to_json(indent=1) + "\n")
@@ -112,9 +111,6 @@ def _export_one(run_dir: Path, target: Path, row: pd.Series, fmt: str, supersede
         return  # the architecture only: weights not kept (off the front, no training, or a higher rung's)
     shutil.copyfile(source, target / "model.pt")
     if fmt != "none":
-        from nas.core.create import load_model_file, model_of_payload
-        from results.standalone import write_standalone
-
         payload = load_model_file(source)  # an unreadable file is named as the user knows it
         meta = payload.get("meta")
         write_standalone(model_of_payload(payload), target, fmt, meta if isinstance(meta, dict) else None)

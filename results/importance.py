@@ -25,6 +25,7 @@ import pandas as pd
 
 from nas.core.arch import Arch
 from nas.study.objectives import Objective
+from search_spaces import get_space
 
 __all__ = ["FRONT", "MIN_TRIALS", "ChoiceImportance", "choice_importance"]
 
@@ -52,8 +53,6 @@ def choice_importance(
     frame: pd.DataFrame, objectives: Sequence[Objective], space_name: str | None, rows: Sequence[int]
 ) -> ChoiceImportance:
     """The importances over the table's ``rows`` (indices of ``frame``) of the space named ``space_name``."""
-    from search_spaces import get_space
-
     try:
         space = get_space(space_name)
     except ValueError:

@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from nas.core.atomic import replaced
+from nas.study.constraints import format_count
 from results.analysis import COST_AXES, Analysis
 from results.plot_layout import Box, integer_step, log_ticks, place_labels
 
@@ -259,8 +260,6 @@ def _plottable(frame: pd.DataFrame, rows: Any, x: str, y: str) -> list[int]:
 
 
 def short_value(name: str, value: float) -> str:
-    from nas.study.constraints import format_count
-
     return f"{value:.3g} ms" if name == "latency_ms" else format_count(value)
 
 

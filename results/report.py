@@ -34,6 +34,8 @@ from typing import Any
 import pandas as pd
 
 from nas.core.arch import Arch
+from nas.study.budget import BudgetTracker
+from nas.study.constraints import Limits
 from nas.study.credentials import redact_all
 from nas.study.manifest import read_manifest, update_manifest
 from nas.study.trials_table import why_no_front
@@ -50,6 +52,7 @@ from results.arch_drawing import arch_svg
 from results.importance import FRONT, ChoiceImportance
 from results.page import CSS, check_outputs, html_table, write_text
 from results.plots import axes_pairs, axis_label, hypervolume_figure, scatter_figure, shown_value, write_png
+from results.retrain import DEFAULT_FOLDER, SCHEDULE_FILE, retraining_folders
 
 __all__ = ["write_report"]
 
@@ -135,8 +138,6 @@ def write_report(run_dir: str | Path) -> Path:
 def _retrained_html(run_dir: Path) -> str:
     """Each retraining of the study (:func:`results.retrain.retraining_folders`): its schedule, its
     comparisons (read as CSV data) and a link to its page; nothing for one whose table cannot be read."""
-    from results.retrain import DEFAULT_FOLDER, retraining_folders
-
     parts = []
     for folder in retraining_folders(run_dir):
         try:
@@ -161,8 +162,6 @@ def _retrained_html(run_dir: Path) -> str:
 
 def _schedule(folder: Path) -> str:
     """A retraining's schedule in a sentence, from its ``retrain.json``; empty if that cannot be read."""
-    from results.retrain import SCHEDULE_FILE
-
     try:
         schedule = json.loads((folder / SCHEDULE_FILE).read_text())["schedule"]
         config, profile = schedule["config"], schedule["profile"]
@@ -261,8 +260,6 @@ def _baseline_table(analysis: Analysis) -> pd.DataFrame:
 
 def _limit_rows(manifest: dict[str, Any], frame: pd.DataFrame) -> list[tuple[str, str]]:
     """The summary's lines on limits: what they were, what was rejected, how feasibility changed."""
-    from nas.study.constraints import Limits
-
     limits = Limits.from_dict(manifest.get("limits"))
     if not limits:
         return []
@@ -279,8 +276,6 @@ def _limit_rows(manifest: dict[str, Any], frame: pd.DataFrame) -> list[tuple[str
 
 def _budget_spent(budget: dict[str, Any]) -> str:
     """The budget tracker's own summary line, rebuilt from the manifest's stored state."""
-    from nas.study.budget import BudgetTracker
-
     try:
         return BudgetTracker.from_dict(budget["spent"]).summary()
     except (KeyError, TypeError, ValueError):

@@ -38,12 +38,19 @@ from typing import Any
 
 import pandas as pd
 
+from evaluators.data import load_dataset
+from evaluators.proxy import TrainingDiverged
+from evaluators.ranking import kendall_tau, spearman
+from evaluators.train import TrainingHeld, train_arch
 from nas.core.arch import Arch
+from nas.core.atomic import merge_json, replaced
+from nas.core.bounds import MAX_SEED
 from nas.study.front import front_numbers
 from nas.study.objectives import Objective, parse_objectives
 from nas.study.trials_table import completed_trial, top_rung
 from results.analysis import load_run
 from results.stats import paired
+from search_spaces import get_space
 
 __all__ = [
     "MAX_SEEDS",
@@ -128,8 +135,6 @@ def plan_retrain(
 ) -> RetrainPlan:
     """The plan for the study in ``run_dir``; every choice is checked here, before anything trains, and a
     bad one is a ValueError of one sentence."""
-    from search_spaces import get_space
-
     run_dir = Path(run_dir)
     frame, manifest = load_run(run_dir)
     settings = manifest["settings"]
@@ -205,7 +210,6 @@ def _record_elsewhere(plan: RetrainPlan) -> None:
     study's report finds it."""
     if plan.run_dir is None or plan.out.resolve() == (plan.run_dir / DEFAULT_FOLDER).resolve():
         return
-    from nas.core.atomic import merge_json
 
     run_dir, folder = plan.run_dir, str(plan.out.resolve())
     merge_json(
@@ -214,8 +218,6 @@ def _record_elsewhere(plan: RetrainPlan) -> None:
 
 
 def _check_seeds(seeds: Sequence[int]) -> tuple[int, ...]:
-    from nas.core.bounds import MAX_SEED
-
     out = tuple(dict.fromkeys(seeds))
     if not out or len(out) > MAX_SEEDS:
         raise ValueError(f"seeds: between 1 and {MAX_SEEDS} seeds, got {len(out)}")
@@ -314,11 +316,6 @@ def run_retrain(
     ``started(i, total, member, seed)`` is called before a training and may return ``(report, progress)``
     callbacks for it (:func:`evaluators.train.train_arch`); ``finished(result, member, seed, skipped)``
     after it (``result`` None with the reason it was skipped). A run finished earlier calls neither."""
-    from evaluators.data import load_dataset
-    from evaluators.proxy import TrainingDiverged
-    from evaluators.train import TrainingHeld, train_arch
-    from nas.core.atomic import replaced
-
     plan.out.mkdir(parents=True, exist_ok=True)
     with replaced(plan.out / SCHEDULE_FILE) as tmp:
         tmp.write_text(json.dumps({"study": plan.study, "schedule": plan.schedule()}, indent=1) + "\n")
@@ -431,8 +428,6 @@ def cost_metrics(objectives: Sequence[Objective], columns: Any) -> tuple[str, ..
 
 def summarize(plan: RetrainPlan, runs: Sequence[RunResult]) -> Retraining:
     """The members' table, the comparisons with the baselines and the rank agreement of ``runs``."""
-    from evaluators.ranking import kendall_tau, spearman
-
     by_label: dict[str, dict[int, float]] = {m.label: {} for m in plan.members}
     for run in runs:
         by_label.setdefault(run.label, {})[run.seed] = run.top1

@@ -24,6 +24,7 @@ from typing import Any
 
 from search_spaces.base import Baseline, PaperFigure, ProxyProfile, SearchSpace
 from search_spaces.coatnet import CoAtNetSpace
+from search_spaces.narrowed import narrow_space
 from search_spaces.sasa import SasaSpace
 
 __all__ = [
@@ -130,7 +131,7 @@ def get_space(name: str, narrow: Mapping[str, Any] | None = None) -> SearchSpace
             space = cls()
         except Exception as err:  # the plugin's own constructor
             raise ValueError(f"{_origin(point)} cannot be built: {_said(err)}") from None
-    return space.narrowed(narrow) if narrow else space
+    return narrow_space(space, narrow) if narrow else space
 
 
 def plugin_problems() -> list[str]:

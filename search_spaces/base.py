@@ -195,14 +195,6 @@ class SearchSpace(ABC):
         """The decisions this space keeps to some of their values (``{}``: a whole space)."""
         return {}
 
-    def narrowed(self, narrowing: Mapping[str, Any]) -> SearchSpace:
-        """This space with each decision of ``narrowing`` (``{name: values}``) kept to those values; the
-        space itself where nothing is narrowed. A ValueError of one sentence if it is not a narrowing."""
-        from search_spaces.narrowed import NarrowedSpace
-
-        space = NarrowedSpace(self, narrowing)
-        return space if space.narrowing else self
-
     @abstractmethod
     def baselines(self) -> dict[str, Baseline]:
         """The hand-designed networks of the papers, as points of this space."""

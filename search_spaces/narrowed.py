@@ -24,7 +24,7 @@ from nas.core.arch import Arch
 from nas.core.bounds import shown
 from search_spaces.base import Baseline, SearchSpace
 
-__all__ = ["NarrowedSpace", "describe", "narrowing", "parse_items"]
+__all__ = ["NarrowedSpace", "describe", "narrow_space", "narrowing", "parse_items"]
 
 _MAX_ITEMS = 1000  # decisions or values in one narrowing: far above any space's, well below harm
 
@@ -62,6 +62,13 @@ def narrowing(space: SearchSpace, raw: Mapping[str, Any]) -> dict[str, list[Any]
             )
         kept[name] = _values(space.name, name, decisions[name], values)
     return {name: kept[name] for name in decisions if name in kept and len(kept[name]) < len(decisions[name])}
+
+
+def narrow_space(space: SearchSpace, narrowed: Mapping[str, Any]) -> SearchSpace:
+    """``space`` with each decision of ``narrowed`` (``{name: values}``) kept to those values; the space
+    itself where nothing is narrowed. A ValueError of one sentence if it is not a narrowing."""
+    kept = NarrowedSpace(space, narrowed)
+    return kept if kept.narrowing else space
 
 
 def describe(narrowed: Mapping[str, Sequence[Any]]) -> str:

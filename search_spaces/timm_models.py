@@ -25,6 +25,7 @@ from timm.models import register_model
 
 from nas.core.create import create_model
 from nas.core.model import NasNet
+from search_spaces import get_space, list_spaces
 
 __all__ = ["baseline_entry_name"]
 
@@ -56,8 +57,6 @@ def baseline_entry_name(space: str, baseline: str) -> str:
 
 
 def _register_baselines() -> None:
-    from search_spaces import get_space, list_spaces
-
     for space_name in list_spaces():
         try:
             space = get_space(space_name)

@@ -30,7 +30,9 @@ from typing import Any
 
 from nas.core.atomic import scratch_folder
 from nas.core.option_names import option, setting, together
+from nas.search.trial import TrialRunner
 from nas.study.budget import Budget, BudgetTracker
+from nas.study.manifest import read_manifest
 from nas.study.settings import SearchSettings
 
 __all__ = ["CONNECT_SECONDS", "preflight"]
@@ -41,8 +43,6 @@ CONNECT_SECONDS = 5.0  # a cluster that takes longer to accept one connection is
 def preflight(settings: SearchSettings) -> dict[str, Any] | None:
     """Check ``settings`` against the machine, the files and the cluster (the module docstring's list);
     returns the description of the data the trials train on (None for an evaluator that trains nothing)."""
-    from nas.search.trial import TrialRunner
-
     _check_run_dir(settings.run_dir)
     _check_backend(settings)
     runner = TrialRunner(settings)
@@ -73,8 +73,6 @@ def _check_run_dir(run_dir: Path) -> None:
 def _check_backend(settings: SearchSettings) -> None:
     """The backend that searched the run folder's study (the manifest's, else the one whose files are
     there) is this search's."""
-    from nas.study.manifest import read_manifest
-
     recorded = read_manifest(settings.run_dir).get("settings")
     held = recorded.get("backend") if isinstance(recorded, dict) else None
     if held not in ("optuna", "ray"):  # no manifest yet: a first session killed before writing it

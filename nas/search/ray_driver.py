@@ -42,16 +42,20 @@ from typing import Any
 
 from ray.tune.search import Searcher, SearchGenerator
 
+from nas.core.arch import Arch
 from nas.core.atomic import Held, sole
 from nas.core.option_names import option
 from nas.search.progress import SearchProgress
+from nas.search.samplers import make_sampler
 from nas.search.trial import Earlier, TrialRecord, TrialRunner, earlier_results, run_trial
 from nas.study.budget import BudgetTracker, Session, TrialCost, wall_seconds
 from nas.study.constraints import NothingFeasible, RejectionStreak
 from nas.study.fidelity import Ladder, next_promotion, rung_result
 from nas.study.settings import SearchSettings
 from nas.study.terms import check_terms, study_terms
+from nas.study.trials_table import frame_from_rows, trial_row
 from nas.system import ray_watchdog
+from search_spaces import get_space
 
 __all__ = ["BudgetedGenerator", "BudgetedSearcher", "collect_ray", "run_ray"]
 
@@ -299,8 +303,6 @@ class BudgetedSearcher(Searcher):
         """The architecture a suggested config samples."""
         import optuna
 
-        from search_spaces import get_space
-
         params = {k: v for k, v in config.items() if k not in (_NUMBER, _STEP, _REPEAT)}
         return get_space(self.space, self.narrow).sample(optuna.trial.FixedTrial(params))
 
@@ -324,9 +326,6 @@ class BudgetedSearcher(Searcher):
 
     def _params_of(self, lineage: int) -> dict[str, Any]:
         """The suggested parameters of ``lineage``'s architecture (from its rung-0 record)."""
-        from nas.core.arch import Arch
-        from search_spaces import get_space
-
         entry = next(e for e in self.ledger.trials.values() if e["number"] == lineage)
         return get_space(self.space, self.narrow).encode(Arch.from_json(entry["attrs"]["arch_json"]))
 
@@ -416,7 +415,6 @@ def _record_of(
 ) -> TrialRecord:
     """The record a Ray trial reported; a trial that errored past its retries reported nothing, and is a
     failed trial all the same (else a trials budget whose trials all error would never fill)."""
-    from nas.core.arch import Arch
 
     def whole(key: str) -> int | None:
         return None if result.get(key) is None else int(result[key])
@@ -465,8 +463,6 @@ class _DefineByRun:
         self.space, self.narrow = space, narrow
 
     def __call__(self, trial: Any) -> None:
-        from search_spaces import get_space
-
         # one pickled before narrowing existed has no ``narrow``: the whole space
         get_space(self.space, getattr(self, "narrow", None)).sample(trial)
 
@@ -474,8 +470,6 @@ class _DefineByRun:
 def make_searcher(settings: SearchSettings) -> BudgetedGenerator:
     import optuna
     from ray.tune.search.optuna import OptunaSearch
-
-    from nas.search.samplers import make_sampler
 
     space = settings.search_space
     points = [space.encode(arch) for arch in settings.first_points().values()]
@@ -672,8 +666,6 @@ def collect_ray(settings: SearchSettings) -> tuple[Any, str, BudgetTracker]:
     """The trials table of the Ray search (same columns as the Optuna driver's), read from its ledger; the
     experiment's path; the budget."""
     from datetime import UTC, datetime, timedelta
-
-    from nas.study.trials_table import frame_from_rows, trial_row
 
     ledger = read_ledger(ledger_path(settings))
     rows = []

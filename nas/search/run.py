@@ -21,9 +21,17 @@ from rich.console import Console
 
 from nas.core.atomic import locked
 from nas.core.option_names import option
+from nas.search.optuna_driver import StudyBudget, open_study, run_optuna
+from nas.search.preflight import preflight
+from nas.search.progress import SearchProgress
 from nas.study.constraints import NothingFeasible, SameFailure
+from nas.study.credentials import MASK, split_password
+from nas.study.front import prune_weights
+from nas.study.manifest import check_manifest, read_manifest, update_manifest, write_manifest
 from nas.study.settings import SearchSettings
+from nas.study.storage import storage_file, storage_url
 from nas.study.study_file import StudyFileLost
+from nas.study.trials_table import save_trials, trials_frame
 from nas.system import stopping
 from nas.system.failures import WriteFailed, write_failure
 
@@ -68,10 +76,6 @@ def run_study(settings: SearchSettings, console: Console | None = None) -> Searc
 
 
 def _run_search(settings: SearchSettings, console: Console | None) -> SearchOutcome:
-    from nas.search.preflight import preflight
-    from nas.search.progress import SearchProgress
-    from nas.study.manifest import check_manifest
-
     console = console or Console()
     data = preflight(settings)  # a refused search fails here, before anything is written
     if not settings.repair:
@@ -87,8 +91,6 @@ def _run_search(settings: SearchSettings, console: Console | None) -> SearchOutc
         study by it, and a session killed outright leaves it. A resumed study keeps its last session's
         until this one ends."""
         if not (settings.run_dir / "manifest.json").exists():
-            from nas.study.manifest import write_manifest
-
             given = {"given": settings.budget, "spent": None}
             session = {"id": session_id, "started": started}
             write_manifest(settings, storage=storage, budget=given, data=data, trials={}, session=session)
@@ -100,11 +102,9 @@ def _run_search(settings: SearchSettings, console: Console | None) -> SearchOutc
     try:
         with progress:
             if settings.backend == "optuna":
-                from nas.search.optuna_driver import run_optuna
-
                 ran = run_optuna(settings, progress, first_manifest)
             else:
-                from nas.search.ray_driver import run_ray
+                from nas.search.ray_driver import run_ray  # heavy: ray
 
                 run_ray(settings, progress, first_manifest)
         # a signal that came while the helpers finished (after this worker's last trial) stopped them
@@ -122,9 +122,6 @@ def _run_search(settings: SearchSettings, console: Console | None) -> SearchOutc
         if not gone.restored:
             raise  # saved beside a file that now lies at the path: no study to read the table from
         lost = str(gone)  # the table, manifest and report are written from the restored study
-    from nas.study.front import prune_weights
-    from nas.study.manifest import write_manifest
-    from nas.study.trials_table import save_trials
 
     with locked(settings.run_dir / TABLE_LOCK):  # a `nas report` reading the study meanwhile writes first
         frame, storage, tracker = _collect(settings)
@@ -175,9 +172,6 @@ def refresh_trials(run_dir: str | Path) -> None:
     ``nas report`` and ``nas export`` do before they read them: a search writes its table only as a session
     ends, so a running study's (or one whose session was killed outright) is behind. ValueError in one
     sentence when the study cannot be read there; the table is then left as it is."""
-    from nas.study.manifest import update_manifest
-    from nas.study.trials_table import save_trials
-
     run_dir = Path(run_dir)
     settings = _settings_of(run_dir)
     with locked(run_dir / TABLE_LOCK):  # the search's own end, meanwhile, writes after this or before it
@@ -191,10 +185,6 @@ def refresh_trials(run_dir: str | Path) -> None:
 def _settings_of(run_dir: Path) -> SearchSettings:
     """The settings a run directory's manifest records, resumed, to open its study read-only (ValueError
     in one sentence where they cannot be used)."""
-    from nas.study.credentials import MASK, split_password
-    from nas.study.manifest import read_manifest
-    from nas.study.storage import storage_file, storage_url
-
     values = read_manifest(run_dir).get("settings")
     if not isinstance(values, dict):
         raise ValueError(f"{run_dir / 'manifest.json'} records no settings")
@@ -211,7 +201,7 @@ def _settings_of(run_dir: Path) -> SearchSettings:
     if settings.run_dir.resolve() != run_dir.resolve():
         raise ValueError(f"the folder was renamed from {settings.study_name!r}")
     if settings.backend == "ray":
-        from nas.search.ray_driver import ledger_path
+        from nas.search.ray_driver import ledger_path  # heavy: ray
 
         local: Path | None = ledger_path(settings)
     else:
@@ -224,11 +214,8 @@ def _settings_of(run_dir: Path) -> SearchSettings:
 def _collect(settings: SearchSettings) -> tuple[pd.DataFrame, str, Any]:
     objectives = [o.name for o in settings.parsed_objectives]
     if settings.backend == "optuna":
-        from nas.search.optuna_driver import StudyBudget, open_study
-        from nas.study.trials_table import trials_frame
-
         study, url, _ = open_study(settings, create=False)
         return trials_frame(study, objectives), url, StudyBudget.of(study, settings)
-    from nas.search.ray_driver import collect_ray
+    from nas.search.ray_driver import collect_ray  # heavy: ray
 
     return collect_ray(settings)

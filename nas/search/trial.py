@@ -53,6 +53,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import evaluators.data
+from evaluators.complexity import count, counts_kept_in, pick_device
+from evaluators.latency import LatencyTable
+from evaluators.part_costs import PartCosts
+from evaluators.proxy import Fidelity
 from nas.core.arch import Arch
 from nas.study.budget import TrialCost
 from nas.study.fidelity import default_min_images
@@ -198,8 +203,6 @@ class TrialRunner:
 
     @property
     def device(self):
-        from evaluators.complexity import pick_device
-
         return pick_device(self._device)
 
     @property
@@ -272,9 +275,7 @@ class TrialRunner:
 
     def data(self):
         if self._data is None:
-            from evaluators.data import load_dataset
-
-            self._data = load_dataset(
+            self._data = evaluators.data.load_dataset(
                 self.settings.dataset,
                 img_size=self.profile.img_size,
                 data_dir=self.settings.data_dir,
@@ -284,12 +285,11 @@ class TrialRunner:
         return self._data
 
     def prepare(self) -> TrialCost | None:
-        """Build what every trial shares (imports, data, the evaluator, a one-shot supernet) before the
+        """Build what every trial shares (data, the evaluator, a one-shot supernet) before the
         first trial's clock and timeout start. The first call returns the cost of the evaluator's declared
         set-up work (None when it has none, and on later calls): the driver charges it as overhead."""
         if self._prepared:
             return None
-        import evaluators.complexity  # noqa: F401 - torch and fvcore, imported once per worker
 
         start = time.perf_counter()
         self._evaluator = self.spec.build(
@@ -319,8 +319,6 @@ class TrialRunner:
         """The latency table of ``--latency-device`` (default: this worker's device), at ``--latency-batch``,
         kept under ``<runs>/latency/`` and shared by every search that measures on that device."""
         if self._latency is None:
-            from evaluators.latency import LatencyTable
-
             self._latency = LatencyTable(
                 self.settings.latency_device or self.device,
                 batch=self.settings.latency_batch,
@@ -332,9 +330,6 @@ class TrialRunner:
         """What ``arch`` costs, before anything is built: ``params`` and ``macs`` at the target resolution
         (their part costs kept in ``<runs>/counts/``, beside the latency tables) and, when the search asks
         for it, ``latency_ms`` there, on the latency device."""
-        from evaluators.complexity import count, counts_kept_in
-        from evaluators.part_costs import PartCosts
-
         if self._part_costs is None:  # traced part costs, shared by every search under --runs-dir
             self._part_costs = PartCosts(Path(self.settings.runs_dir) / "counts")
         img_size = self.settings.macs_img_size or TARGET_IMG_SIZE
@@ -360,8 +355,6 @@ class TrialRunner:
         if self.ladder is not None:
             if step is None:
                 raise ValueError("a laddered search evaluates a (lineage, rung), not a bare architecture")
-            from evaluators.proxy import Fidelity
-
             lineage, rung = step
             ladder = self.ladder
             extra["fidelity"] = Fidelity(

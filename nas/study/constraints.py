@@ -32,6 +32,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from search_spaces import get_space
+
 __all__ = [
     "FAILED_IN_A_ROW",
     "REJECTED_IN_A_ROW",
@@ -155,8 +157,7 @@ def resolve_limits(
 @functools.cache
 def baseline_cost(space: str, name: str, img_size: int) -> tuple[float, float]:
     """(MACs, params) of the space's baseline ``name`` at ``img_size``, counted as every trial is."""
-    from evaluators.complexity import count
-    from search_spaces import get_space
+    from evaluators.complexity import count  # heavy: torch
 
     cost = count(get_space(space).baselines()[name].arch, img_size=img_size, in_chans=3, num_classes=1000)
     return float(cost.macs), float(cost.params)

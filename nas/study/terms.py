@@ -23,6 +23,7 @@ from typing import Any
 
 from nas.study.constraints import Limits
 from nas.study.settings import TARGET_IMG_SIZE
+from search_spaces.narrowed import describe
 
 __all__ = ["check_terms", "study_terms"]
 
@@ -68,7 +69,7 @@ def check_terms(study: str, recorded: Mapping[str, Any], terms: Mapping[str, Any
             was = _recorded_ladder(was, now, recorded.get("proxy_profile"))
         configs = name == "evaluator_config" and isinstance(was, Mapping) and isinstance(now, Mapping)
         if configs:  # a field recorded before it existed as the value measured with; eval_every aside
-            from evaluators.proxy import as_measured
+            from evaluators.proxy import as_measured  # heavy: torch
 
             was, now = as_measured(was, now)
         if _same(name, was, now):
@@ -187,8 +188,6 @@ def _describe(name: str, value: Any) -> str:
     if name == "limits":
         return f"under {Limits.from_dict(value).describe() or 'no limits'}"
     if name == "narrow":
-        from search_spaces.narrowed import describe
-
         return f"with --narrow {describe(value)}" if value else "over the whole space"
     if name == "macs_img_size":
         return f"with MACs counted at {value or TARGET_IMG_SIZE} px"
