@@ -155,7 +155,7 @@ def test_a_config_file_enqueues_files(tmp_path: Path, monkeypatch: pytest.Monkey
     (tmp_path / "search.yaml").write_text(f"space: sasa\nenqueue: {given}\n")
     settings = SearchSettings.from_sources(tmp_path / "search.yaml")
     assert settings.enqueue == {"mine": SPACE.sample_random(4).to_flat()}
-    assert list(settings.first_points())[-1] == "mine"
+    assert list(settings.first_points)[-1] == "mine"
 
 
 def test_at_most_so_many_architectures_are_enqueued(tmp_path: Path) -> None:
@@ -190,13 +190,13 @@ def test_a_ray_resume_queues_again_a_baseline_whose_trials_all_failed(tmp_path: 
     config = searcher.suggest("t0")  # the first baseline: the first session's first point
     space = settings.search_space
     arch = space.sample(optuna.trial.FixedTrial({k: v for k, v in config.items() if not k.startswith("__")}))
-    name = settings.point_names()[arch.key]
+    name = settings.point_names[arch.key]
     cost = {"seconds": 1.0, "devices": 1, "device": "cpu", "label": "trial 0", "overhead": False}
     failed = {"arch": arch.key, "arch_json": arch.to_json(), "baseline": name, "fail_reason": "error: slow",
               "macs": float("nan"), "params": float("nan"), "number": 0,
               **{f"cost/{k}": v for k, v in cost.items()}}  # fmt: skip
     searcher.on_trial_complete("t0", result=failed)
-    points = {n: space.encode(a) for n, a in settings.first_points().items()}
+    points = {n: space.encode(a) for n, a in settings.first_points.items()}
     ray_driver._DRIVING[settings.study_name] = ray_driver._Driving(None, enqueued=points)  # as on a resume
     try:
         restored = pickle.loads(pickle.dumps(searcher))  # as Tune restores it

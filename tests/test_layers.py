@@ -17,9 +17,11 @@ import pytest
 from typer.testing import CliRunner
 
 from nas.cli.commands import app
-from nas.cli.options import given_settings, settings_options
+from nas.cli.options import build, given_options, options_of
 from nas.cli.reference import reference_page
-from nas.study.settings import SearchSettings, declared, load_config
+from nas.cli.train_options import RetrainOptions, ScheduleOptions, TrainOptions
+from nas.core.declare import declared
+from nas.study.settings import SearchSettings, load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("nas", "search_spaces", "evaluators", "results")
@@ -67,26 +69,42 @@ def test_an_upward_import_breaks_the_contract(tmp_path, module, upward):
     assert importer in done.stdout, done.stdout
 
 
-def test_every_declared_option_is_one_search_option_with_its_help():
-    params = {p.name: p for p in settings_options()}
-    assert len(params) == len(declared())
-    result = CliRunner().invoke(app, ["search", "--help"], env={"COLUMNS": "250"})
+COMMANDS = {
+    "search": (SearchSettings,),
+    "train": (TrainOptions, ScheduleOptions),
+    "retrain": (RetrainOptions, ScheduleOptions),
+}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_declared_option_is_one_option_of_its_command_with_its_help(command):
+    classes = COMMANDS[command]
+    options = {name: option for cls in classes for name, (option, _) in declared(cls).items()}
+    params = [p for cls in classes for p in options_of(cls)]
+    assert len(params) == len(options)
+    result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "250"})
     assert result.exit_code == 0
-    for name, option in declared().items():
+    listed = [
+        line.strip("│ ").split()[0]
+        for line in result.output.splitlines()
+        if line.strip("│ ").startswith("--")
+    ]
+    flags = [option.flag or f"--{name.replace('_', '-')}" for name, option in options.items()]
+    assert listed == [*flags, *(["--config"] if command == "search" else []), "--help"]  # all, in order
+    for name, option in options.items():
         flag = option.flag or f"--{name.replace('_', '-')}"
         lines = [line for line in result.output.splitlines() if line.strip("│ ").startswith(f"{flag} ")]
         assert len(lines) == 1, flag
         assert option.help.split(".")[0][:40] in lines[0]
         if option.shown is not None:
             assert f"[default: {option.shown}]" in lines[0]
-    assert "--config" in result.output
 
 
 def test_given_options_become_settings_and_a_no_flag_sets_false():
-    values = {p.name: p.default for p in settings_options()}
-    assert given_settings(values) == {}  # nothing given: a config file's values stand
+    values = {p.name: p.default for p in options_of(SearchSettings, unset=True)}
+    assert given_options(SearchSettings, values) == {}  # nothing given: a config file's values stand
     values.update(no_baselines=True, resume=True, seed=0, narrow=["s3.op=rel"], budget="2h")
-    assert given_settings(values) == {
+    assert given_options(SearchSettings, values) == {
         "baselines": False,
         "resume": True,
         "seed": 0,
@@ -95,15 +113,37 @@ def test_given_options_become_settings_and_a_no_flag_sets_false():
     }
 
 
+def test_train_and_retrain_options_are_built_from_their_declarations():
+    train = {p.name: p.default for cls in COMMANDS["train"] for p in options_of(cls)}
+    assert build(TrainOptions, train) == TrainOptions()  # the command's defaults are the declared ones
+    schedule = build(ScheduleOptions, {**train, "recipe": "coatnet", "mixup": 0.2, "epochs": 3})
+    config = schedule.config(seed=4)
+    assert (config.epochs, config.mixup, config.cutmix, config.seed) == (
+        3,
+        0.2,
+        1.0,
+        4,
+    )  # recipe, flag on top
+    retrain = {p.name: p.default for cls in COMMANDS["retrain"] for p in options_of(cls)}
+    assert build(RetrainOptions, {**retrain, "no_baselines": True}).baselines is False
+    assert build(RetrainOptions, retrain).seed_list() == [0, 1, 2]
+    with pytest.raises(ValueError, match="seeds: whole numbers"):
+        RetrainOptions(seeds="0,x").seed_list()
+    with pytest.raises(ValueError, match="recipe: unknown"):
+        ScheduleOptions(recipe="resnet").config()
+
+
 def test_config_keys_are_the_declared_settings(tmp_path):
     config = tmp_path / "search.yaml"
-    config.write_text("".join(f"{name.replace('_', '-')}: null\n" for name in declared()))
-    assert set(load_config(config)) == set(declared())
-    assert {"evaluator_config"} <= {f for f in SearchSettings.__dataclass_fields__} - set(declared())
+    config.write_text("".join(f"{name.replace('_', '-')}: null\n" for name in declared(SearchSettings)))
+    assert set(load_config(config)) == set(declared(SearchSettings))
+    choices = set(SearchSettings().choices())
+    assert {"evaluator_config"} <= choices - set(declared(SearchSettings))
+    assert not {"run_dir", "parsed_objectives", "trial_device"} & choices  # the plan is derived, not given
 
 
 def test_the_reference_page_is_generated_from_the_declarations():
     committed = (ROOT / "docs" / "reference.md").read_text()
     assert committed == reference_page(), "run: python -m nas.cli.reference > docs/reference.md"
-    for name in declared():
+    for name in declared(SearchSettings):
         assert f"| `{name}` |" in committed

@@ -156,7 +156,7 @@ def test_the_manifest_records_the_evaluator_config_the_trials_ran_with(tmp_path:
     (tmp_path / "search.yaml").write_text(
         "evaluator: proxy\nobjectives: top1:max\nevaluator-config: {lr: 0.002}\n"
     )
-    assert SearchSettings.from_sources(tmp_path / "search.yaml").evaluator_config_used().lr == 0.002
+    assert SearchSettings.from_sources(tmp_path / "search.yaml").evaluator_config_used.lr == 0.002
     with pytest.raises(ValueError, match="unknown proxy setting"):
         cheap_settings(tmp_path, evaluator="proxy", objectives=("top1:max",), evaluator_config={"lrr": 1})
     with pytest.raises(ValueError, match="lr must be"):
@@ -286,7 +286,8 @@ def test_batched_trial_writes_store_what_unbatched_writes_store(tmp_path: Path) 
     import optuna
 
     from nas.search.samplers import make_sampler
-    from nas.study.storage import batched_writes, open_storage
+    from nas.study.optuna_private import batched_writes
+    from nas.study.storage import open_storage
 
     space = get_space("coatnet")
     stored = []
@@ -361,7 +362,8 @@ def test_the_lean_trial_reads_equal_optunas(
 
     import optuna
 
-    from nas.study.storage import open_storage, trial_id
+    from nas.study.optuna_private import trial_id
+    from nas.study.storage import open_storage
 
     url = request.getfixturevalue("postgres").url if database == "postgresql" else None
     storage = open_storage(cheap_settings(tmp_path, storage=url))[0]

@@ -1,6 +1,7 @@
 """The ``nas`` command line (typer + rich).
 
-Heavy imports (torch, timm) happen inside the commands, so ``nas --help`` stays fast. Errors a user can cause
+Heavy imports (torch, timm, optuna) happen inside the commands (each marked ``# heavy``), so ``nas --help``
+stays fast. Errors a user can cause
 (a bad architecture file, an image too small for an architecture, a size out of its bounds, a value that is
 not a number) are caught here and printed as one sentence with exit code 2. Every size is checked against
 :mod:`nas.core.bounds` before anything is loaded or built.
@@ -9,12 +10,17 @@ not a number) are caught here and printed as one sentence with exit code 2. Ever
 from __future__ import annotations
 
 import contextlib
+import csv
+import dataclasses
+import json
 import math
 import os
 import re
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,21 +30,28 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperCommand, TyperGroup
 
-from nas.cli.options import config_option, given_settings, with_options
+from nas.cli.options import argument, build, config_option, given_options, with_options
+from nas.cli.train_options import RetrainOptions, ScheduleOptions, TrainOptions
+from nas.cli.train_view import TrainView
+from nas.core.arch import BLOCK_MIXERS, Arch, Stage
+from nas.core.atomic import scratch_folder
 from nas.core.bounds import (
-    MAX_BATCH,
     MAX_CLASSES,
-    MAX_EPOCHS,
-    MAX_IMAGES,
     MAX_IMG_SIZE,
     MAX_IN_CHANS,
-    MAX_SEED,
     MAX_WIDTH,
     whole,
 )
 from nas.core.option_names import flags
-from nas.study.settings import NARROW_HELP
+from nas.study.settings import NARROW_HELP, SearchSettings, check_study_name
+from nas.study.study_file import StudyFileLost
+from nas.system.failures import WriteFailed
 from nas.system.openmp import wait_briefly
+from results.comparison import check_by
+from results.comparison import compare as compare_studies
+from results.comparison_page import groups_shown, write_comparison
+from search_spaces import get_space, list_spaces, origin, plugin_problems
+from search_spaces.narrowed import parse_items
 
 USER_ERROR = 2
 console = Console()
@@ -128,9 +141,6 @@ def _fwd_bwd_ms(module, x) -> float:
 
 def _example_stage(block: str, mixer: str, width: int):
     """A one-block stage of this block and mixer at ``width``, with the most heads (<= 8) the width allows."""
-    from dataclasses import replace
-
-    from nas.core.arch import Stage
 
     if mixer == "conv":
         return Stage(block, mixer, depth=1, width=width)
@@ -144,11 +154,10 @@ def ops(
     size: Annotated[int, typer.Option(help="Side of the example feature map.")] = 14,
 ) -> None:
     """Build every registered stem and every (block, mixer) pair, run forward + backward, print a summary."""
-    import torch
+    import torch  # heavy: torch
 
-    from nas.core.arch import BLOCK_MIXERS
-    from nas.core.model import count_params, mixer_cfg
-    from nas.core.ops import BLOCKS, STEMS
+    from nas.core.model import count_params, mixer_cfg  # heavy: torch
+    from nas.core.ops import BLOCKS, STEMS  # heavy: torch
 
     torch.manual_seed(0)
     table = Table(
@@ -186,10 +195,9 @@ def inspect(
     in_chans: Annotated[int, typer.Option(help="Input channels.")] = 3,
 ) -> None:
     """Build an architecture and print its stages: output shapes, parameters, forward time."""
-    import torch
+    import torch  # heavy: torch
 
-    from nas.core.arch import Arch
-    from nas.core.model import build_model, count_params
+    from nas.core.model import build_model, count_params  # heavy: torch
 
     with _user_errors():
         _check_task(img_size, num_classes, in_chans)
@@ -235,13 +243,9 @@ def spaces(
     ] = "table",
 ) -> None:
     """List the search spaces: choices, cardinality, baselines and proxy profiles."""
-    import json
 
     problems: list[str] = []
     with _user_errors():
-        from search_spaces import get_space, list_spaces, plugin_problems
-        from search_spaces.narrowed import parse_items
-
         _check_format(fmt, ("table", "json"))
         if narrow and space is None:
             raise ValueError("narrow: name the space it narrows with --space")
@@ -264,13 +268,11 @@ def spaces(
 def _space_json(space: Any) -> dict[str, Any]:
     """A space as data: each decision's values (an integer range as its low and high), its narrowing, its
     size, baselines and proxy profiles."""
-    import dataclasses
 
     decisions = {
         name: {"low": values[0], "high": values[-1]} if isinstance(values, range) else list(values)
         for name, values in space.decisions().items()
     }
-    from search_spaces import origin
 
     return {
         "name": space.name,
@@ -285,7 +287,6 @@ def _space_json(space: Any) -> dict[str, Any]:
 
 
 def _print_space(space: Any) -> None:
-    from search_spaces import origin
 
     where = origin(space.name)
     title = f"{space.name}: {space.description}" + ("" if where == "built in" else f" (plugin: {where})")
@@ -329,15 +330,11 @@ def baselines(
     convention: _Convention = "fvcore",
 ) -> None:
     """Params and MACs of every baseline of a space beside the paper's figures (in the paper's convention)."""
-    import csv
-    import json
-    import sys
 
     with _user_errors():
         _check_format(fmt, ("table", "json", "csv"))
         _check_task(img_size)
-        from evaluators.complexity import check_convention, count
-        from search_spaces import get_space
+        from evaluators.complexity import check_convention, count  # heavy: torch, fvcore
 
         check_convention(convention)
         rows = []
@@ -420,14 +417,11 @@ def cost(
     convention: _Convention = "fvcore",
 ) -> None:
     """Params and MACs of an architecture, in total and per stage."""
-    import json
-
-    from nas.core.arch import Arch
 
     with _user_errors():
         _check_format(fmt, ("table", "json"))
         _check_task(img_size, num_classes)
-        from evaluators.complexity import check_convention, count
+        from evaluators.complexity import check_convention, count  # heavy: torch, fvcore
 
         check_convention(convention)
         arch = Arch.load(arch_file)
@@ -460,16 +454,13 @@ def cost(
 
 
 @app.command(cls=_Command)
-@with_options(config_option())
+@with_options(SearchSettings, after=[config_option()], unset=True)
 def search(config: Path | None = None, **options: Any) -> None:
     """Search a space: sample architectures, evaluate them, keep the study; writes runs/<study>/."""
     with _user_errors():
         from nas.api import run_search  # heavy: torch, optuna (`nas --help` stays fast)
-        from nas.study.settings import SearchSettings
-        from nas.study.study_file import StudyFileLost
-        from nas.system.failures import WriteFailed
 
-        settings = SearchSettings.from_sources(config, **given_settings(options))
+        settings = SearchSettings.from_sources(config, **given_options(SearchSettings, options))
         try:
             outcome = run_search(settings, console)
         except (StudyFileLost, WriteFailed) as gone:  # one sentence says where, and why
@@ -514,7 +505,7 @@ def _refresh(run_dir: Path) -> str | None:
     and, once it has done its work, says so: a command that fails says only why it failed)."""
     if not (run_dir / "manifest.json").exists():
         return None  # not a run directory: the command says so in its own words
-    from nas.search.run import refresh_trials
+    from nas.search.run import refresh_trials  # heavy: torch, optuna
 
     # a report of a study whose PostgreSQL server is gone waits 10 s for it, not the TCP timeout (2 min)
     os.environ.setdefault("PGCONNECT_TIMEOUT", "10")
@@ -544,7 +535,6 @@ def _run_dir(study: str, runs_dir: str) -> Path:
     path = Path(study)
     if (path / "manifest.json").exists():
         return path
-    from nas.study.settings import check_study_name
 
     check_study_name(study)
     return Path(runs_dir) / study
@@ -557,7 +547,7 @@ def report(
 ) -> None:
     """Write report.html (offline, interactive), pareto.png and pareto.csv of a study."""
     with _user_errors():
-        from results.report import write_report
+        from results.report import write_report  # heavy: torch, plotly
 
         run_dir = _run_dir(study, runs_dir)
         behind = _refresh(run_dir)
@@ -585,10 +575,6 @@ def compare(
 ) -> None:
     """Compare studies: fronts on one plot, hypervolumes on one box; writes compare.html and .csv."""
     with _user_errors():
-        from results.comparison import check_by
-        from results.comparison import compare as compare_studies
-        from results.comparison_page import groups_shown, write_comparison
-
         check_by(by)  # before any study is read
         run_dirs = [_run_dir(study, runs_dir) for study in studies]
         behind = {run_dir: why for run_dir in run_dirs if (why := _refresh(run_dir)) is not None}
@@ -647,7 +633,7 @@ def export(
     with _user_errors():
         if bool(trial) == pareto:
             raise ValueError("export: give either --trial N (one or more) or --pareto")
-        from results.export import export_trials
+        from results.export import export_trials  # heavy: torch, onnx
 
         run_dir = _run_dir(study, runs_dir)
         behind = _refresh(run_dir)
@@ -661,76 +647,47 @@ def export(
 
 
 @app.command(cls=_Command)
-def train(
-    arch: Annotated[str, typer.Argument(help="arch.json (or JSON text) of the architecture to train.")],
-    dataset: Annotated[str, typer.Option(help="fashion-mnist | cifar10 | cifar100 | imagefolder:PATH.")] = (
-        "fashion-mnist"
-    ),
-    data_dir: Annotated[str | None, typer.Option(help="Where the dataset lives.")] = None,
-    download: Annotated[
-        bool, typer.Option("--download", help="Download the dataset with torchvision if no copy is found.")
-    ] = False,
-    space: Annotated[
-        str | None,
-        typer.Option(
-            help="Space whose profile scales the network. \\[default: the space that holds it, else coatnet]"
-        ),
-    ] = None,
-    profile: Annotated[
-        str | None, typer.Option(help="cpu | gpu | full. \\[default: full with CUDA, else cpu]")
-    ] = None,
-    epochs: Annotated[int, typer.Option(help="Passes over the training images.")] = 10,
-    batch_size: Annotated[int, typer.Option(help="Images per step.")] = 64,
-    train_samples: Annotated[int | None, typer.Option(help="Training images used (default: all).")] = None,
-    lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = 1e-3,
-    seed: Annotated[int, typer.Option(help="Seed of the weights, the data split and order.")] = 0,
-    out: Annotated[str | None, typer.Option(help="Run folder. \\[default: runs/train/<arch file>]")] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out.")] = False,
-    recipe: Annotated[
-        str | None,
-        typer.Option(help="coatnet: RandAugment, Mixup/CutMix, EMA as the CoAtNet paper; flags override it."),
-    ] = None,
-    randaugment: Annotated[
-        str | None, typer.Option(help="timm RandAugment, e.g. rand-m9-mstd0.5-inc1. \\[default: none]")
-    ] = None,
-    mixup: Annotated[float | None, typer.Option(help="Mixup alpha (0: none). \\[default: 0]")] = None,
-    cutmix: Annotated[float | None, typer.Option(help="CutMix alpha (0: none). \\[default: 0]")] = None,
-    ema_decay: Annotated[
-        float | None, typer.Option(help="EMA of the weights, e.g. 0.9999 (0: none). \\[default: 0]")
-    ] = None,
-) -> None:
+@with_options(
+    TrainOptions,
+    ScheduleOptions,
+    before=[argument("arch", str, "arch.json (or JSON text) of the architecture to train.")],
+)
+def train(arch: str, **options: Any) -> None:
     """Train one architecture with checkpoints every epoch; ends with model.pt (nas.create_model loads it)."""
     with _user_errors():
-        whole("seed", seed, 0, MAX_SEED)
-        from evaluators.complexity import pick_device
-        from evaluators.data import load_dataset
-        from evaluators.train import train_arch
-        from nas.cli.train_view import TrainView
-        from nas.core.atomic import scratch_folder
-        from nas.core.create import resolve_arch, weights_name
-        from search_spaces import get_space
+        given = build(TrainOptions, options)
+        schedule = build(ScheduleOptions, options)
+        from evaluators.complexity import pick_device  # heavy: torch, fvcore
+        from evaluators.data import load_dataset  # heavy: torch
+        from evaluators.train import train_arch  # heavy: torch, timm
+        from nas.core.create import resolve_arch, weights_name  # heavy: torch
 
-        given = {"randaugment": randaugment, "mixup": mixup, "cutmix": cutmix, "ema_decay": ema_decay}
-        config = _train_config(epochs, batch_size, train_samples, lr, recipe, given, seed=seed)
+        config = schedule.config(seed=given.seed)
         built = resolve_arch(arch)
-        space = space or _space_of(built)
-        name = profile or ("full" if pick_device().type == "cuda" else "cpu")
+        space = given.space or _space_of(built)
+        name = given.profile or ("full" if pick_device().type == "cuda" else "cpu")
         prof = get_space(space).profile(name)
-        data = load_dataset(dataset, img_size=prof.img_size, data_dir=data_dir, seed=seed, download=download)
+        data = load_dataset(
+            given.dataset,
+            img_size=prof.img_size,
+            data_dir=given.data_dir,
+            seed=given.seed,
+            download=given.download,
+        )
         default = Path(arch).stem if arch.endswith(".json") else weights_name(built).removesuffix(".pt")
-        target = Path(out) if out else Path("runs") / "train" / default
+        target = Path(given.out) if given.out else Path("runs") / "train" / default
         os.rmdir(scratch_folder(target, "out"))  # refused before the run is announced
         console.print(
             f"training {prof.apply(built).key} ({space} {name} profile, {prof.img_size} px) -> {target}"
         )
-        with TrainView(console, epochs) as view:
+        with TrainView(console, schedule.epochs) as view:
             result = train_arch(
                 built,
                 prof,
                 data,
                 target,
                 config=config,
-                resume=resume,
+                resume=given.resume,
                 report=view.epoch,
                 progress=view.batch,
             )
@@ -741,7 +698,6 @@ def train(
 def _space_of(arch: Any) -> str:
     """The space that holds ``arch``, whose profile the search scaled it by (an exported sasa network trained
     under coatnet's profile was another network); coatnet where none does."""
-    from search_spaces import get_space, list_spaces
 
     holding = []
     for name in list_spaces():
@@ -756,93 +712,44 @@ def _space_of(arch: Any) -> str:
     return holding[0] if holding else "coatnet"
 
 
-def _train_config(
-    epochs: int,
-    batch_size: int,
-    train_samples: int | None,
-    lr: float,
-    recipe: str | None,
-    given: dict[str, Any],
-    **fields: Any,
-) -> Any:
-    """The schedule of ``nas train`` and ``nas retrain``: a recipe's pieces (:data:`RECIPES`), then those
-    given (not None) over them."""
-    from evaluators.train import RECIPES, FullTrainConfig
-
-    whole("epochs", epochs, 1, MAX_EPOCHS)
-    whole("batch-size", batch_size, 1, MAX_BATCH)
-    if train_samples is not None:
-        whole("train-samples", train_samples, 1, MAX_IMAGES)
-    if recipe is not None and recipe not in RECIPES:
-        raise ValueError(f"recipe: unknown {recipe!r}; known: {', '.join(RECIPES)}")
-    pieces = {**RECIPES.get(recipe or "", {}), **{k: v for k, v in given.items() if v is not None}}
-    return FullTrainConfig(
-        epochs=epochs, batch_size=batch_size, train_samples=train_samples, lr=lr, **pieces, **fields
-    )
-
-
 @app.command(cls=_Command)
-def retrain(
-    study: Annotated[str, typer.Argument(help="Study name (under --runs-dir) or a run directory.")],
-    trial: Annotated[
-        list[int] | None, typer.Option(help="Trial to retrain (repeatable). \\[default: the Pareto front]")
-    ] = None,
-    top: Annotated[int | None, typer.Option(help="Only the front's N best by the first objective.")] = None,
-    baselines: Annotated[
-        bool, typer.Option(help="Also retrain the baselines (and enqueued networks) the study ran.")
-    ] = True,
-    seeds: Annotated[str, typer.Option(help="Seeds, each a training of every network.")] = "0,1,2",
-    epochs: Annotated[int, typer.Option(help="Passes over the training images.")] = 10,
-    batch_size: Annotated[int, typer.Option(help="Images per step.")] = 64,
-    train_samples: Annotated[int | None, typer.Option(help="Training images used (default: all).")] = None,
-    lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = 1e-3,
-    recipe: Annotated[
-        str | None, typer.Option(help="coatnet: RandAugment, Mixup/CutMix, EMA as the CoAtNet paper.")
-    ] = None,
-    profile: Annotated[
-        str | None, typer.Option(help="cpu | gpu | full. \\[default: the study's profile]")
-    ] = None,
-    dataset: Annotated[
-        str | None,
-        typer.Option(help="fashion-mnist | cifar10 | cifar100 | imagefolder:PATH. \\[default: the study's]"),
-    ] = None,
-    data_dir: Annotated[str | None, typer.Option(help="Where the dataset lives.")] = None,
-    download: Annotated[
-        bool, typer.Option("--download", help="Download the dataset with torchvision if no copy is found.")
-    ] = False,
-    out: Annotated[str | None, typer.Option(help="Folder. \\[default: runs/<study>/retrain]")] = None,
-    runs_dir: Annotated[str, typer.Option(help="Folder of the run directories.")] = "runs",
-) -> None:
+@with_options(
+    RetrainOptions,
+    ScheduleOptions,
+    before=[argument("study", str, "Study name (under --runs-dir) or a run directory.")],
+)
+def retrain(study: str, **options: Any) -> None:
     """Retrain a study's front and its baselines alike over seeds; writes retrain.html and its tables.
 
     Each training is a nas train run (checkpointed: a rerun continues); found networks are compared with
     each baseline at no more cost, by a paired t-test over the seeds."""
     with _user_errors():
-        from nas.cli.train_view import TrainView
-        from results.retrain import finished_runs, plan_retrain, run_retrain, summarize
-        from results.retrain_page import write_retraining
+        from results.retrain import finished_runs, plan_retrain, run_retrain, summarize  # heavy: torch
+        from results.retrain_page import write_retraining  # heavy: torch
 
-        config = _train_config(epochs, batch_size, train_samples, lr, recipe, {})
-        run_dir = _run_dir(study, runs_dir)
+        given = build(RetrainOptions, options)
+        schedule = build(ScheduleOptions, options)
+        config = schedule.config()
+        run_dir = _run_dir(study, given.runs_dir)
         behind = _refresh(run_dir)
         plan = plan_retrain(
             run_dir,
             config=config,
-            trials=trial or None,
-            top=top,
-            baselines=baselines,
-            seeds=_seed_list(seeds),
-            profile=profile,
-            dataset=dataset,
-            data_dir=data_dir,
-            out=out,
+            trials=given.trial or None,
+            top=given.top,
+            baselines=given.baselines,
+            seeds=given.seed_list(),
+            profile=given.profile,
+            dataset=given.dataset,
+            data_dir=given.data_dir,
+            out=given.out,
         )
         _say_behind(behind)
         total = len(plan.members) * len(plan.seeds)
         console.print(
             f"retraining {_count(len(plan.members), 'network')} x {_count(len(plan.seeds), 'seed')} "
             f"({plan.profile.name} profile, {plan.profile.img_size} px, {plan.dataset}, "
-            f"{_count(epochs, 'epoch')}) -> {plan.out}",
+            f"{_count(schedule.epochs, 'epoch')}) -> {plan.out}",
             highlight=False,
             soft_wrap=True,
         )
@@ -854,7 +761,7 @@ def retrain(
                     highlight=False,
                     soft_wrap=True,
                 )
-                view = views.enter_context(TrainView(console, epochs))
+                view = views.enter_context(TrainView(console, schedule.epochs))
                 return view.epoch, view.batch
 
             def finished(result: Any, member: Any, seed: int, skipped: str) -> None:
@@ -863,7 +770,7 @@ def retrain(
                     err_console.print(f"[yellow]skipped[/]: {skipped}", highlight=False, soft_wrap=True)
                 write_retraining(summarize(plan, finished_runs(plan)))  # the page holds what has finished
 
-            _, skipped = run_retrain(plan, started=started, finished=finished, download=download)
+            _, skipped = run_retrain(plan, started=started, finished=finished, download=given.download)
         # every finished run, another process's too
         retraining = summarize(plan, finished_runs(plan))
         paths = write_retraining(retraining)
@@ -873,15 +780,8 @@ def retrain(
     console.print(f"retraining: {paths[0]}", highlight=False, soft_wrap=True)
 
 
-def _seed_list(text: str) -> list[int]:
-    items = [item.strip() for item in text.split(",")]
-    if not all(item.isdigit() for item in items):
-        raise ValueError(f"seeds: whole numbers separated by commas, such as 0,1,2; got {text!r}")
-    return [whole("seeds", int(item), 0, MAX_SEED) for item in items]
-
-
 def _print_retraining(retraining: Any) -> None:
-    from results.retrain_page import agreement_text, comparisons_table, schedule_text
+    from results.retrain_page import agreement_text, comparisons_table, schedule_text  # heavy: torch
 
     def pm(mean: float, std: float) -> str:
         return "" if math.isnan(mean) else f"{mean:.2f}" + ("" if math.isnan(std) else f" +- {std:.2f}")

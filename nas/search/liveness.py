@@ -36,8 +36,8 @@ from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
 from nas.study.budget import TrialCost
-from nas.study.storage import storage_of
-from nas.study.storage import trial_id as trial_key
+from nas.study.optuna_private import storage_of
+from nas.study.optuna_private import trial_id as trial_key
 from nas.system.processes import process_alive, this_process
 
 __all__ = [

@@ -39,13 +39,14 @@ from nas.core.option_names import option
 from nas.search.liveness import Heartbeat, enqueue_arch, enqueue_rerun, fail_lost_trials
 from nas.search.progress import SearchProgress
 from nas.search.samplers import make_sampler, on_rung_zero, sampler_seed
-from nas.search.trial import TrialRecord, TrialRunner, earlier_results, run_trial
+from nas.search.trial import TrialRecord, TrialRunner, earlier_results, run_trial, worker_runner
 from nas.search.worker_pool import WorkerPool
 from nas.study.budget import BudgetTracker, Session, TrialCost, wall_seconds
 from nas.study.constraints import RejectionStreak
 from nas.study.fidelity import Promotion, RungResult, next_promotion, rung_result
+from nas.study.optuna_private import batched_writes
 from nas.study.settings import SearchSettings
-from nas.study.storage import batched_writes, open_storage, storage_file, storage_url
+from nas.study.storage import open_storage, storage_file, storage_url
 from nas.study.study_file import StudyFile
 from nas.study.terms import check_terms, study_terms
 from nas.study.trials_table import trial_row
@@ -168,7 +169,7 @@ class StudyBudget:
     def __init__(self, settings: SearchSettings, session: Session | None = None) -> None:
         self.session = session
         self._spans: list[tuple[float, float]] = []
-        self.tracker = BudgetTracker(settings.budget, wall=self._wall, ladder=settings.ladder_shape)
+        self.tracker = BudgetTracker(settings.parsed_budget, wall=self._wall, ladder=settings.ladder_shape)
         self._charged: set[int] = set()
         self._overheads = 0
 
@@ -219,7 +220,7 @@ def _enqueue_first(study: optuna.Study, settings: SearchSettings) -> None:
     space = settings.search_space
     trials = study.get_trials(deepcopy=False)
     known = {t.user_attrs.get("baseline") for t in trials if t.state != TrialState.FAIL}
-    for name, arch in settings.first_points().items():
+    for name, arch in settings.first_points.items():
         if name not in known:
             study.enqueue_trial(space.encode(arch), user_attrs={"baseline": name})
 
@@ -310,7 +311,6 @@ def worker_loop(
     settings: SearchSettings,
     worker: int = 0,
     progress: SearchProgress | None = None,
-    runner: TrialRunner | None = None,
     session: Session | None = None,
     opened: tuple[optuna.Study, Any] | None = None,
 ) -> int:
@@ -320,7 +320,7 @@ def worker_loop(
     raises KeyboardInterrupt."""
     session = session or Session()
     study, storage = opened or open_study(settings, worker=worker, create=False, session=session)[::2]
-    runner = runner or TrialRunner(settings)
+    runner = worker_runner(settings)
     runner.prepare()  # a helper loads what the driver's set-up made (a trained supernet); not charged again
     budget = StudyBudget(settings, session)
     streak = RejectionStreak(runner.limits)
@@ -390,12 +390,12 @@ def run_optuna(
     study, url, storage = open_study(settings, create=True, session=session)
     if started is not None:
         started(url)
-    runner = TrialRunner(settings)
+    runner = worker_runner(settings)  # worker 0's, the preflight's
     _enqueue_first(study, settings)
     _record_session(study, session)
     setup = runner.prepare()
     if setup is not None:
         study.set_user_attr("overhead", [*study.user_attrs.get("overhead", []), setup.to_dict()])
     with WorkerPool(worker_loop, settings, session) as helpers:
-        ran = worker_loop(settings, 0, progress, runner, session, (study, storage))
+        ran = worker_loop(settings, 0, progress, session, (study, storage))
     return ran + helpers.ran

@@ -30,8 +30,8 @@ from typing import Any
 
 from nas.core.atomic import scratch_folder
 from nas.core.option_names import option, setting, together
-from nas.search.trial import TrialRunner
-from nas.study.budget import Budget, BudgetTracker
+from nas.search.trial import worker_runner
+from nas.study.budget import BudgetTracker
 from nas.study.manifest import read_manifest
 from nas.study.settings import SearchSettings
 
@@ -45,11 +45,11 @@ def preflight(settings: SearchSettings) -> dict[str, Any] | None:
     returns the description of the data the trials train on (None for an evaluator that trains nothing)."""
     _check_run_dir(settings.run_dir)
     _check_backend(settings)
-    runner = TrialRunner(settings)
+    runner = worker_runner(settings)  # the driver's worker 0 keeps it (the data loaded once)
     if settings.backend == "ray":
         _check_ray(settings)
     else:
-        BudgetTracker(settings.budget).check_device(runner.device_kind)
+        BudgetTracker(settings.parsed_budget).check_device(runner.device_kind)
     _check_latency_device(settings)
     if settings.evaluator_spec.counts_only:
         return None
@@ -89,7 +89,7 @@ def _check_backend(settings: SearchSettings) -> None:
 
 def _check_ray(settings: SearchSettings) -> None:
     gpus = settings.trial_gpus
-    budget = Budget.parse(settings.budget)
+    budget = settings.parsed_budget
     if budget.device == "gpu" and not gpus:
         raise ValueError(
             f"budget {budget} counts GPU time but trials hold no GPU; give --gpus-per-trial or a cpu budget"

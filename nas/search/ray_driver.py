@@ -47,10 +47,10 @@ from nas.core.atomic import Held, sole
 from nas.core.option_names import option
 from nas.search.progress import SearchProgress
 from nas.search.samplers import make_sampler
-from nas.search.trial import Earlier, TrialRecord, TrialRunner, earlier_results, run_trial
+from nas.search.trial import Earlier, TrialRecord, earlier_results, run_trial, worker_runner
 from nas.study.budget import BudgetTracker, Session, TrialCost, wall_seconds
 from nas.study.constraints import NothingFeasible, RejectionStreak
-from nas.study.fidelity import Ladder, next_promotion, rung_result
+from nas.study.fidelity import next_promotion, rung_result
 from nas.study.settings import SearchSettings
 from nas.study.terms import check_terms, study_terms
 from nas.study.trials_table import frame_from_rows, trial_row
@@ -63,7 +63,6 @@ SESSION_LOCK = "ray_session.lock"  # in the run folder: held by the one driver s
 _NUMBER = "__number"  # the trial's sequence number, added to the config the trainable receives
 _STEP = "__step"  # on a ladder, a promotion's [lineage, rung]
 _REPEAT = "__repeat"  # a suggested architecture the study has a result of: that result (Earlier's fields)
-_RUNNERS: dict[str, TrialRunner] = {}  # this worker process's runner, by its settings
 
 
 @dataclass
@@ -85,8 +84,7 @@ _DRIVING: dict[str, _Driving] = {}
 def _settings_dict(settings: SearchSettings) -> dict[str, Any]:
     """The settings as the workers get them: folders made absolute, since Tune runs each function trial in a
     working directory of its own (a relative ``runs`` would put weights and latency tables there)."""
-    out = dataclasses.asdict(settings)
-    out.pop("extra")
+    out = settings.choices()
     for name in ("runs_dir", "data_dir"):
         if out[name] is not None:
             out[name] = str(Path(out[name]).expanduser().resolve())
@@ -96,21 +94,13 @@ def _settings_dict(settings: SearchSettings) -> dict[str, Any]:
     return out
 
 
-def _runner(settings: dict[str, Any]) -> TrialRunner:
-    key = json.dumps(settings, sort_keys=True, default=str)
-    if key not in _RUNNERS:
-        _RUNNERS.clear()  # a reused worker of another search: its runner is not needed again
-        runner = _RUNNERS[key] = TrialRunner(SearchSettings(**settings))
-        runner.prepare()  # loads what the driver's set-up task made (a trained supernet); not charged again
-    return _RUNNERS[key]
-
-
 def ray_trial(config: dict[str, Any], settings: dict[str, Any]) -> None:
     """One trial on a Ray worker: the suggested parameters replayed through the space, run, reported."""
     import optuna
     from ray import tune
 
-    runner = _runner(settings)
+    runner = worker_runner(settings)
+    runner.prepare()  # loads what the driver's set-up task made (a trained supernet); not charged again
     params = {k: v for k, v in config.items() if k not in (_NUMBER, _STEP, _REPEAT)}
     number = config.get(_NUMBER, -1)
     step = tuple(config[_STEP]) if config.get(_STEP) else None
@@ -129,7 +119,7 @@ def ray_trial(config: dict[str, Any], settings: dict[str, Any]) -> None:
 def _setup_task(settings: dict[str, Any]) -> dict[str, Any] | None:
     """The evaluator's set-up (a one-shot supernet trained into the run directory), run once in a Ray task;
     returns its cost."""
-    cost = TrialRunner(SearchSettings(**settings)).prepare()
+    cost = worker_runner(settings).prepare()
     return cost.to_dict() if cost is not None else None
 
 
@@ -211,7 +201,7 @@ class BudgetedSearcher(Searcher):
         self.live: set[str] = set()
         self.numbers: dict[str, int] = {}
         self.space, self.narrow = settings.space, settings.narrow
-        self.ladder = _ladder(settings)
+        self.ladder = settings.ladder
         self.ladder_shape = settings.ladder_shape
         self.steps: dict[str, tuple[int, int]] = {}  # on a ladder: each trial's (lineage, rung)
         self._open()
@@ -436,14 +426,6 @@ def _record_of(
     )
 
 
-def _ladder(settings: SearchSettings) -> Ladder | None:
-    """The search's ladder as the searcher sees it: rung 0's images only matter to the workers, which
-    resolve the default from the data (``TrialRunner.ladder``)."""
-    if settings.fidelity != "ladder":
-        return None
-    return settings.ladder(settings.min_fidelity or 1)
-
-
 class BudgetedGenerator(SearchGenerator):
     """Tune's wrapper of :class:`BudgetedSearcher`, except that "finished" is not restored.
 
@@ -472,7 +454,7 @@ def make_searcher(settings: SearchSettings) -> BudgetedGenerator:
     from ray.tune.search.optuna import OptunaSearch
 
     space = settings.search_space
-    points = [space.encode(arch) for arch in settings.first_points().values()]
+    points = [space.encode(arch) for arch in settings.first_points.values()]
     optuna.logging.set_verbosity(optuna.logging.WARNING)
 
     inner = OptunaSearch(
@@ -611,7 +593,7 @@ def _fit(
     driving = _DRIVING[settings.study_name] = _Driving(progress)  # the searcher finds it by study
     if settings.resume:  # the networks to evaluate first that this session adds
         space = settings.search_space
-        driving.enqueued = {n: space.encode(a) for n, a in settings.first_points().items()}
+        driving.enqueued = {n: space.encode(a) for n, a in settings.first_points.items()}
     if settings.resume and progress is not None:  # the whole study's front, earlier sessions' included
         progress.add_rows(collect_ray(settings)[0].to_dict("records"))
     _start_session(settings, gpus, lambda: started(str(exp)) if started is not None else None)

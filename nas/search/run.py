@@ -8,7 +8,6 @@ SIGTERM, an error), writes ``runs/<study>/manifest.json`` and the trials table (
 
 from __future__ import annotations
 
-import dataclasses
 import time
 import uuid
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from nas.core.option_names import option
 from nas.search.optuna_driver import StudyBudget, open_study, run_optuna
 from nas.search.preflight import preflight
 from nas.search.progress import SearchProgress
+from nas.search.trial import forget_worker_runner
 from nas.study.constraints import NothingFeasible, SameFailure
 from nas.study.credentials import MASK, split_password
 from nas.study.front import prune_weights
@@ -73,6 +73,8 @@ def run_study(settings: SearchSettings, console: Console | None = None) -> Searc
             f"{cannot}; the trials the study committed are kept: free space or make the folder writable, "
             f"then continue with {option('resume')}"
         ) from None
+    finally:
+        forget_worker_runner()  # this process's runner served this search only
 
 
 def _run_search(settings: SearchSettings, console: Console | None) -> SearchOutcome:
@@ -189,8 +191,7 @@ def _settings_of(run_dir: Path) -> SearchSettings:
     if not isinstance(values, dict):
         raise ValueError(f"{run_dir / 'manifest.json'} records no settings")
     # what reading the study needs: not the architectures to enqueue (reading evaluates none)
-    names = {f.name for f in dataclasses.fields(SearchSettings)} - {"extra", "runs_dir", "resume", "repair"}
-    names.discard("enqueue")
+    names = set(SearchSettings().choices()) - {"runs_dir", "resume", "repair", "enqueue"}
     values = {name: value for name, value in values.items() if name in names}
     if MASK in str(values.get("storage") or ""):  # the password is not kept: it comes as on a resume
         values["storage"] = split_password(values["storage"])[0]

@@ -21,7 +21,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import warnings
-from collections.abc import Container
 from typing import Any
 
 import optuna
@@ -29,6 +28,7 @@ from optuna.samplers import BaseSampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
+from nas.study.optuna_private import SamplerView
 from nas.study.settings import SAMPLERS
 
 __all__ = ["make_sampler", "on_rung_zero", "sampler_seed"]
@@ -72,36 +72,10 @@ def _promoted(trial: FrozenTrial) -> bool:
     return bool(trial.user_attrs.get("rung"))  # a promotion: rung 1 or higher, set when it is enqueued
 
 
-class _RungZeroStudy:
-    """The study as a sampler reads it, its promotions shown as failed trials, which every sampler skips.
-    They stay in their places: Optuna's genetic samplers (5.1 on) index the list by trial number. Optuna's
-    samplers read a study's trials through ``Study._get_trials`` (private; there is no public way to hand a
-    sampler another history), so this is the one place that overrides it; every other attribute is the
-    study's own."""
-
-    def __init__(self, study: Study) -> None:
-        self._study = study
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._study, name)
-
-    def _get_trials(
-        self, deepcopy: bool = True, states: Container[TrialState] | None = None, use_cache: bool = False
-    ) -> list[FrozenTrial]:
-        trials = [
-            _as_failed(t) if _promoted(t) else t
-            for t in self._study._get_trials(deepcopy=deepcopy, use_cache=use_cache)
-        ]
-        return trials if states is None else [t for t in trials if t.state in states]
-
-    def get_trials(
-        self, deepcopy: bool = True, states: Container[TrialState] | None = None
-    ) -> list[FrozenTrial]:
-        return self._get_trials(deepcopy=deepcopy, states=states)
-
-    @property
-    def trials(self) -> list[FrozenTrial]:
-        return self.get_trials()
+def _rung_zero(trials: list[FrozenTrial]) -> list[FrozenTrial]:
+    """The trials as a ladder's sampler sees them: its promotions as failed trials, which every sampler
+    skips, each in its place."""
+    return [_as_failed(t) if _promoted(t) else t for t in trials]
 
 
 def _as_failed(trial: FrozenTrial) -> FrozenTrial:
@@ -122,19 +96,19 @@ class _RungZeroSampler(BaseSampler):
         return f"{self.base} on rung 0"
 
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, Any]:
-        return self.base.infer_relative_search_space(_RungZeroStudy(study), trial)  # type: ignore[arg-type]
+        return self.base.infer_relative_search_space(SamplerView(study, _rung_zero), trial)  # type: ignore[arg-type]
 
     def sample_relative(self, study: Study, trial: FrozenTrial, search_space: dict[str, Any]) -> dict:
-        return self.base.sample_relative(_RungZeroStudy(study), trial, search_space)  # type: ignore[arg-type]
+        return self.base.sample_relative(SamplerView(study, _rung_zero), trial, search_space)  # type: ignore[arg-type]
 
     def sample_independent(self, study: Study, trial: FrozenTrial, name: str, distribution: Any) -> Any:
-        return self.base.sample_independent(_RungZeroStudy(study), trial, name, distribution)  # type: ignore[arg-type]
+        return self.base.sample_independent(SamplerView(study, _rung_zero), trial, name, distribution)  # type: ignore[arg-type]
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
-        self.base.before_trial(_RungZeroStudy(study), trial)  # type: ignore[arg-type]
+        self.base.before_trial(SamplerView(study, _rung_zero), trial)  # type: ignore[arg-type]
 
     def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState, values: Any) -> None:
-        self.base.after_trial(_RungZeroStudy(study), trial, state, values)  # type: ignore[arg-type]
+        self.base.after_trial(SamplerView(study, _rung_zero), trial, state, values)  # type: ignore[arg-type]
 
     def reseed_rng(self) -> None:
         self.base.reseed_rng()

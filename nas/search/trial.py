@@ -42,6 +42,8 @@ a time budget but is no trial of a ``trials`` budget, and the driver queues it a
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import math
 import os
 import socket
@@ -65,7 +67,15 @@ from nas.study.settings import TARGET_IMG_SIZE, SearchSettings
 from nas.system import stopping
 from nas.system.failures import TrialTimeout, deadline, failure_reason, release_memory
 
-__all__ = ["Earlier", "TrialRecord", "TrialRunner", "earlier_results", "run_trial"]
+__all__ = [
+    "Earlier",
+    "TrialRecord",
+    "TrialRunner",
+    "earlier_results",
+    "forget_worker_runner",
+    "run_trial",
+    "worker_runner",
+]
 
 Report = Callable[[int, dict[str, float]], None]
 
@@ -181,14 +191,14 @@ class TrialRunner:
         self.space = settings.search_space
         self.profile = settings.proxy_profile
         self.spec = settings.evaluator_spec
-        self.config = settings.evaluator_config_used()
+        self.config = settings.evaluator_config_used
         self.objectives = tuple(o.name for o in settings.parsed_objectives)
         self.directions = tuple(o.direction for o in settings.parsed_objectives)
         self.limits = settings.limits
         self._latency: Any = None
         self._part_costs: Any = None
         self._measured: tuple[str, dict[str, Any]] = ("", {})  # the last architecture measured
-        self.baselines = settings.point_names()  # the named networks: baselines and enqueued architectures
+        self.baselines = settings.point_names  # the named networks: baselines and enqueued architectures
         self.id = uuid.uuid4().hex[:8]  # trials record which runner (so which worker's state) scored them
         self._device = settings.trial_device if device is None else device  # resolved once, by the settings
         self._data = None
@@ -248,17 +258,14 @@ class TrialRunner:
         """The search's :class:`~nas.study.fidelity.Ladder` (None for a single fidelity): rung 0 trains on
         ``--min-fidelity`` images, by default :func:`~nas.study.fidelity.default_min_images` of what the
         profile's proxy trains on (its epochs of whole batches of its pool)."""
-        if self.settings.fidelity != "ladder":
-            return None
+        ladder = self.settings.ladder
+        if ladder is None or self.settings.min_fidelity is not None:
+            return ladder
         if self._ladder is None:
-            images = self.settings.min_fidelity
-            if images is None:
-                batch = self.profile.batch_size
-                pool = self.profile.train_samples or len(self.data().train)
-                images = default_min_images(
-                    self.profile.epochs * (pool // batch) * batch, self.settings.eta, batch
-                )
-            self._ladder = self.settings.ladder(images)
+            batch = self.profile.batch_size
+            pool = self.profile.train_samples or len(self.data().train)
+            images = default_min_images(self.profile.epochs * (pool // batch) * batch, ladder.eta, batch)
+            self._ladder = dataclasses.replace(ladder, min_images=images)
         return self._ladder
 
     def checkpoint(self, lineage: int, rung: int) -> Path:
@@ -379,6 +386,30 @@ class TrialRunner:
             scored = self._evaluator.evaluate(arch, report=report, **extra)
             metrics.update({f"scored_{k}" if k in ("params", "macs") else k: v for k, v in scored.items()})
         return metrics
+
+
+_RUNNERS: dict[str, TrialRunner] = {}  # this process's runner, by the settings' choices
+
+
+def worker_runner(settings: SearchSettings | Mapping[str, Any]) -> TrialRunner:
+    """This worker process's :class:`TrialRunner` for ``settings`` (or their choices, as a Ray worker gets
+    them), the one place a runner is built: made on first use and kept for everything the process does for
+    the search (the preflight's checks, the evaluator's set-up, every trial), so the data, the evaluator and
+    a trained supernet are loaded once. A process that turns to other settings (a reused Ray worker of another
+    search) builds anew."""
+    choices = settings.choices() if isinstance(settings, SearchSettings) else dict(settings)
+    key = json.dumps(choices, sort_keys=True, default=str)
+    if key not in _RUNNERS:
+        _RUNNERS.clear()
+        _RUNNERS[key] = TrialRunner(
+            settings if isinstance(settings, SearchSettings) else SearchSettings(**choices)
+        )
+    return _RUNNERS[key]
+
+
+def forget_worker_runner() -> None:
+    """Drop this process's runner (a search ended: the next one in this process starts afresh)."""
+    _RUNNERS.clear()
 
 
 def run_trial(

@@ -53,7 +53,7 @@ def package_versions() -> dict[str, str | None]:
 
 def _evaluator_settings(settings: SearchSettings) -> dict[str, Any]:
     profile = settings.proxy_profile
-    spec, config = settings.evaluator_spec, settings.evaluator_config_used()
+    spec, config = settings.evaluator_spec, settings.evaluator_config_used
     return {
         "name": spec.name,
         "produces": sorted(spec.objectives),

@@ -13,6 +13,7 @@ most 32 levels, at most 10,000 values with YAML's aliases expanded).
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import functools
 import math
@@ -24,6 +25,7 @@ from typing import Any
 
 from evaluators.registry import EVALUATORS, EvaluatorSpec, get_evaluator
 from nas.core import userfiles
+from nas.core.arch import Arch
 from nas.core.bounds import (
     MAX_BATCH,
     MAX_CPUS_PER_TRIAL,
@@ -37,20 +39,22 @@ from nas.core.bounds import (
     shown,
     whole,
 )
+from nas.core.declare import declare
 from nas.core.option_names import option, setting
 from nas.study.budget import Budget
-from nas.study.fidelity import DEFAULT_RUNG_VAL_IMAGES
+from nas.study.constraints import Limits, parse_count, parse_ms, resolve_limits
+from nas.study.fidelity import DEFAULT_RUNG_VAL_IMAGES, FIDELITIES, Ladder
 from nas.study.objectives import KNOWN_DIRECTIONS, Objective, parse_objectives
+from search_spaces import get_space
+from search_spaces.narrowed import describe, narrowing, parse_items
 
 __all__ = [
     "BACKENDS",
     "MAX_SEED",
     "SAMPLERS",
     "TARGET_IMG_SIZE",
-    "Declared",
     "SearchSettings",
     "check_study_name",
-    "declared",
     "load_config",
     "space_min_img_size",
 ]
@@ -70,38 +74,6 @@ NARROW_HELP = (
 )
 
 
-@dataclass(frozen=True)
-class Declared:
-    """An option's declaration beside its default: its help, the default as its help shows it (None: none
-    shown), the flag that sets a boolean the other way (``--no-baselines``), and the type the command line
-    reads it as where it differs from the setting's (a list of files, text for a count or a size)."""
-
-    help: str
-    shown: str | None = None
-    flag: str | None = None
-    cli: Any = None
-
-
-def declare(
-    default: Any, help: str, *, shown: str | None = None, flag: str | None = None, cli: Any = None, **kw: Any
-) -> Any:
-    """A setting's field, declared once: ``default`` (a callable: its factory) and the option's help; the
-    help's ``[default: ...]`` is ``shown``, else the default itself (none for None, a bool or a factory)."""
-    if shown is None and not callable(default) and default is not None and not isinstance(default, bool):
-        shown = f"{default:g}" if isinstance(default, float) else str(default)
-    metadata = {"option": Declared(help, shown, flag, cli)}
-    if callable(default):
-        return field(default_factory=default, metadata=metadata, **kw)
-    return field(default=default, metadata=metadata, **kw)
-
-
-def declared() -> dict[str, Declared]:
-    """Each declared option of :class:`SearchSettings` by field name, in the order they are declared."""
-    return {
-        f.name: f.metadata["option"] for f in dataclasses.fields(SearchSettings) if "option" in f.metadata
-    }
-
-
 def check_study_name(name: str) -> None:
     """ValueError in one sentence unless ``name`` is a safe folder name (no path characters)."""
     if not _STUDY_NAME.fullmatch(name):
@@ -109,6 +81,11 @@ def check_study_name(name: str) -> None:
             f"study: {name!r} is not a valid name; use letters, digits, '_', '-' and '.', "
             "starting with a letter or digit (it names a folder under runs/)"
         )
+
+
+def _derived() -> Any:
+    """A field of the plan: computed on construction, not given; the choices alone define the search."""
+    return field(init=False, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -197,10 +174,44 @@ class SearchSettings:
     evaluator_config: dict[str, Any] = field(default_factory=dict)  # overrides of the evaluator's config
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
-    def __post_init__(self) -> None:
-        from search_spaces import get_space
-        from search_spaces.narrowed import narrowing
+    # The plan: every value derived from the choices above, computed once on construction (the settings are
+    # frozen, so they stay true). The engine reads these as it reads the choices, and never calls back.
+    study_name: str = _derived()  # --study, else <space>-<evaluator>
+    run_dir: Path = _derived()  # runs_dir / study_name
+    search_space: Any = _derived()  # the space narrowed by narrow (the space itself where nothing is)
+    space_words: str = _derived()  # "coatnet", or "coatnet narrowed to s3.op=rel,ext"
+    parsed_objectives: tuple[Objective, ...] = _derived()
+    parsed_budget: Budget = _derived()
+    sampler_name: str = _derived()  # sampler, else TPE
+    evaluator_spec: EvaluatorSpec = _derived()
+    # the evaluator's config instance: its defaults with evaluator_config on top (the trials run with it and
+    # the manifest records it)
+    evaluator_config_used: Any = _derived()
+    # the proxy profile the trials train under: the space's profile with proxy_epochs epochs where given
+    proxy_profile: Any = _derived()
+    limits: Limits = _derived()  # max_* and at_cost_of resolved (a baseline's cost counted once)
+    # the fidelity ladder (None for a single fidelity); where min_fidelity is not given rung 0's images depend
+    # on the data, and this ladder's are 1 until the trial runner resolves them (TrialRunner.ladder)
+    ladder: Ladder | None = _derived()
+    ladder_shape: tuple[int, int] | None = _derived()  # (eta, rungs) of the ladder; what budgets project
+    top_rung: int | None = _derived()  # whose results alone make the front; None for a single fidelity
+    measures_latency: bool = _derived()  # an objective or a limit asks for latency_ms
+    trial_gpus: float = _derived()  # GPUs a Ray trial asks for: gpus_per_trial, else 1 with CUDA here
+    # where this machine's trials train: a trial that holds no GPU (gpus_per_trial 0) on the CPU though it may
+    # see the machine's GPUs (Ray leaves a num_gpus=0 task's CUDA_VISIBLE_DEVICES alone since 2.x: it would
+    # train on cuda:0 unreserved); else CUDA where there is one
+    trial_device: str = _derived()
+    # where latency is measured: latency_device, else where the trials run (under Ray, on the GPU a trial
+    # holds, which Ray numbers cuda:0), so that a study measured on a GPU does not resume measuring on a CPU
+    latency_device_used: str = _derived()
+    # the architectures evaluated before sampling, by name: the space's baselines (one name per network; none
+    # with baselines off), then the enqueued ones (a network already among them runs once, first name)
+    first_points: dict[str, Arch] = _derived()
+    # each named network's key and name (baselines, whether run first or sampled, and enqueued architectures):
+    # a trial of one of them is labelled by it
+    point_names: dict[str, str] = _derived()
 
+    def __post_init__(self) -> None:
         self._check_types()
         self._check_rung_val_images()
         self._check_sizes()
@@ -208,14 +219,15 @@ class SearchSettings:
         whole.profile(self.profile)
         if self.narrow:
             object.__setattr__(self, "narrow", narrowing(whole, self.narrow))
-        space = self.search_space
+        space = get_space(self.space, self.narrow)
         evaluator = get_evaluator(self.evaluator)  # ValueError names the registered evaluators
         if self.backend not in BACKENDS:
             raise ValueError(f"backend: unknown {shown(self.backend)}; allowed: {', '.join(BACKENDS)}")
         if self.sampler is not None and self.sampler not in SAMPLERS:
             raise ValueError(f"sampler: unknown {shown(self.sampler)}; allowed: {', '.join(SAMPLERS)}")
+        objectives = parse_objectives(self.objectives)
         Budget.parse(self.budget)
-        missing = [o.name for o in self.parsed_objectives if o.name not in evaluator.objectives]
+        missing = [o.name for o in objectives if o.name not in evaluator.objectives]
         if missing:
             others = [e.name for e in EVALUATORS.values() if set(missing) <= e.objectives]
             hint = f" or --evaluator {' / '.join(others)}" if others else ""
@@ -232,7 +244,7 @@ class SearchSettings:
                 f"proxy-epochs: the {evaluator.name} evaluator {evaluator.does}, so it trains no proxy "
                 f"schedule; use --evaluator {' / '.join(trains)} or drop --proxy-epochs"
             )
-        check_study_name(self.study_name)
+        check_study_name(self.study or f"{self.space}-{self.evaluator}")
         if self.repair and not self.resume:
             raise ValueError(
                 f"repair: only with {option('resume')} (it rebuilds the manifest of an existing study)"
@@ -247,6 +259,10 @@ class SearchSettings:
         self._check_limits(space)
         self._check_fidelity(evaluator)
         self._check_enqueue(space)
+        self._check_cluster(evaluator)
+        self._resolve(space, objectives, evaluator)
+
+    def _check_cluster(self, evaluator: EvaluatorSpec) -> None:
         if self.address is not None and self.backend != "ray":
             raise ValueError("address: --address joins a Ray cluster, so it needs --backend ray")
         if self.address is not None:
@@ -279,11 +295,78 @@ class SearchSettings:
                 f"with the optuna backend, run parallel trials with --workers {self.concurrency}"
             )
 
+    def _resolve(self, space: Any, objectives: tuple[Objective, ...], evaluator: EvaluatorSpec) -> None:
+        """Compute the derived fields (the plan), once; the settings are valid by now."""
+        study_name = self.study or f"{self.space}-{self.evaluator}"
+        profile = space.profile(self.profile)
+        if self.proxy_epochs is not None:
+            profile = dataclasses.replace(profile, epochs=self.proxy_epochs)
+        laddered = self.fidelity == "ladder"
+        trial_gpus = self.gpus_per_trial if self.gpus_per_trial is not None else _cuda_here()
+        trial_device = _pick_device("cpu" if self.gpus_per_trial == 0 else None)
+        if self.latency_device is not None:
+            latency_device = self.latency_device
+        elif self.backend == "ray":
+            latency_device = "cuda:0" if trial_gpus else "cpu"
+        else:
+            latency_device = trial_device
+        first = self._first_points(space)
+        names = space.baseline_names()
+        for name, arch in first.items():
+            names.setdefault(arch.key, name)
+        plan = {
+            "study_name": study_name,
+            "run_dir": Path(self.runs_dir) / study_name,
+            "search_space": space,
+            "space_words": self.space + _narrowed(self.narrow),
+            "parsed_objectives": objectives,
+            "parsed_budget": Budget.parse(self.budget),
+            "sampler_name": self.sampler or "tpe",
+            "evaluator_spec": evaluator,
+            "evaluator_config_used": evaluator.make_config(self.evaluator_config),
+            "proxy_profile": profile,
+            "limits": resolve_limits(
+                self.space,
+                max_macs=None if self.max_macs is None else parse_count(self.max_macs, "max-macs"),
+                max_params=None if self.max_params is None else parse_count(self.max_params, "max-params"),
+                max_latency=None if self.max_latency is None else parse_ms(self.max_latency),
+                at_cost_of=self.at_cost_of,
+                img_size=self.macs_img_size or TARGET_IMG_SIZE,
+            ),
+            "ladder": self._ladder() if laddered else None,
+            "ladder_shape": (self.eta, self.rungs) if laddered else None,
+            "top_rung": self.rungs - 1 if laddered else None,
+            "measures_latency": self.max_latency is not None
+            or any(o.name == "latency_ms" for o in objectives),
+            "trial_gpus": trial_gpus,
+            "trial_device": trial_device,
+            "latency_device_used": "cuda:0" if latency_device == "cuda" else latency_device,
+            "first_points": first,
+            "point_names": names,
+        }
+        for name, value in plan.items():
+            object.__setattr__(self, name, value)
+
+    def _first_points(self, space: Any) -> dict[str, Arch]:
+        baselines = space.baselines()
+        points = (
+            {name: baselines[name].arch for name in space.baseline_names().values()} if self.baselines else {}
+        )
+        keys = {arch.key for arch in points.values()}
+        for name, flat in self.enqueue.items():
+            arch = Arch.from_flat(flat)
+            if arch.key not in keys:
+                points[name] = arch
+                keys.add(arch.key)
+        return points
+
+    def _ladder(self) -> Ladder:
+        """The ladder the settings give (rung 0 on ``min_fidelity`` images, 1 until the data says)."""
+        images = 1 if self.min_fidelity is None else self.min_fidelity
+        return Ladder(self.eta, self.rungs, images, self.rung_schedule, self.rung_val_images, self.promotion)
+
     def _check_enqueue(self, space: Any) -> None:
         """Each enqueued architecture: a safe name that is no baseline's, valid, and in the space."""
-        from nas.core.arch import Arch
-        from search_spaces import get_space
-
         if len(self.enqueue) > MAX_ENQUEUED:
             raise ValueError(f"enqueue: at most {MAX_ENQUEUED} architectures, got {len(self.enqueue):,}")
         baselines = get_space(self.space).baselines()  # the whole space's names, once
@@ -302,34 +385,9 @@ class SearchSettings:
             except ValueError as err:
                 raise ValueError(f"enqueue: {name}: {err}") from None
             if why is not None:
-                raise ValueError(f"enqueue: {name} is not in the {self.space} space{self._narrowed}: {why}")
-
-    def first_points(self) -> dict[str, Any]:
-        """The architectures a search evaluates before it samples, by name: the space's baselines (one name
-        per network; none with ``baselines`` off), then the enqueued ones (a network already among them is
-        run once, under the first name)."""
-        from nas.core.arch import Arch
-
-        space = self.search_space
-        baselines = space.baselines()
-        points = (
-            {name: baselines[name].arch for name in space.baseline_names().values()} if self.baselines else {}
-        )
-        keys = {arch.key for arch in points.values()}
-        for name, flat in self.enqueue.items():
-            arch = Arch.from_flat(flat)
-            if arch.key not in keys:
-                points[name] = arch
-                keys.add(arch.key)
-        return points
-
-    def point_names(self) -> dict[str, str]:
-        """Each named network's ``key`` and name: the space's baselines (whether run first or sampled) and the
-        enqueued architectures; a trial of one of them is labelled by that name."""
-        names = self.search_space.baseline_names()
-        for name, arch in self.first_points().items():
-            names.setdefault(arch.key, name)
-        return names
+                raise ValueError(
+                    f"enqueue: {name} is not in the {self.space} space{_narrowed(self.narrow)}: {why}"
+                )
 
     def _check_types(self) -> None:
         """One sentence for a value of the wrong type (from a config file or Python), before it is used."""
@@ -339,8 +397,6 @@ class SearchSettings:
         if isinstance(self.narrow, str) or (
             isinstance(self.narrow, (list, tuple)) and all(isinstance(item, str) for item in self.narrow)
         ):  # NAME=VALUES items, as the CLI (and a config, if it likes) writes them
-            from search_spaces.narrowed import parse_items
-
             items = [self.narrow] if isinstance(self.narrow, str) else self.narrow
             object.__setattr__(self, "narrow", parse_items(items))
         for name, kinds in _field_kinds().items():
@@ -401,8 +457,6 @@ class SearchSettings:
             whole("proxy-epochs", self.proxy_epochs, 1, MAX_EPOCHS)
 
     def _check_limits(self, space: Any) -> None:
-        from nas.study.constraints import parse_count, parse_ms
-
         if self.max_macs is not None:
             parse_count(self.max_macs, "max-macs")
         if self.max_params is not None:
@@ -420,11 +474,9 @@ class SearchSettings:
             )
 
     def _check_fidelity(self, evaluator: EvaluatorSpec) -> None:
-        from nas.study.fidelity import FIDELITIES
-
         if self.fidelity not in FIDELITIES:
             raise ValueError(f"fidelity: unknown {shown(self.fidelity)}; allowed: {', '.join(FIDELITIES)}")
-        ladder = self.ladder(1 if self.min_fidelity is None else self.min_fidelity)
+        ladder = self._ladder()
         if self.fidelity != "ladder":
             return
         if not evaluator.ladder:
@@ -447,132 +499,18 @@ class SearchSettings:
                 f"smaller eta, or {setting('fidelity', 'single')}"
             )
 
-    # -------------------------------------------------------------------------------------- derived
-
-    def ladder(self, min_images: int) -> Any:
-        """The :class:`~nas.study.fidelity.Ladder` these settings climb from ``min_images`` at rung 0 (the
-        caller resolves ``min_fidelity``'s default, which depends on the data)."""
-        from nas.study.fidelity import Ladder
-
-        return Ladder(
-            self.eta, self.rungs, min_images, self.rung_schedule, self.rung_val_images, self.promotion
-        )
-
-    @functools.cached_property
-    def trial_gpus(self) -> float:
-        """GPUs each Ray trial asks for: ``gpus_per_trial``, else 1 where this machine has CUDA."""
-        if self.gpus_per_trial is not None:
-            return self.gpus_per_trial
-        return 1 if _pick_device(None) == "cuda" else 0
-
-    @functools.cached_property
-    def trial_device(self) -> str:
-        """Where this machine's trials train (``cpu``, ``cuda``, ``cuda:N``): a trial that holds no GPU
-        (``gpus_per_trial`` 0) on the CPU, though it may see the machine's GPUs (Ray leaves a num_gpus=0
-        task's CUDA_VISIBLE_DEVICES alone since 2.x: it would train on cuda:0 unreserved); else CUDA where
-        there is one."""
-        return _pick_device("cpu" if self.gpus_per_trial == 0 else None)
-
-    @functools.cached_property
-    def latency_device_used(self) -> str:
-        """Where latency is measured: ``latency_device``, else where the trials run (under Ray, on the GPU a
-        trial holds, if it holds one, which Ray numbers cuda:0), so a study measured on a GPU does not resume
-        measuring on a CPU; ``cuda`` reads as ``cuda:0``."""
-        if self.latency_device is not None:
-            device = self.latency_device
-        elif self.backend == "ray":
-            device = "cuda:0" if self.trial_gpus else "cpu"
-        else:
-            device = self.trial_device
-        return "cuda:0" if device == "cuda" else device
-
-    @functools.cached_property
-    def search_space(self) -> Any:
-        """The space searched: ``space`` narrowed by ``narrow`` (the space itself where nothing is)."""
-        from search_spaces import get_space
-
-        return get_space(self.space, self.narrow)
-
-    @functools.cached_property
-    def proxy_profile(self) -> Any:
-        """The proxy profile the trials train under: the space's ``profile``, with ``proxy_epochs`` epochs
-        where given (what the study's terms, its manifest and every rung of a ladder read)."""
-        profile, epochs = self.search_space.profile(self.profile), self.proxy_epochs
-        return profile if epochs is None else dataclasses.replace(profile, epochs=epochs)
-
-    @property
-    def space_words(self) -> str:
-        """The space searched, in words: ``coatnet`` or ``coatnet narrowed to s3.op=rel,ext``."""
-        return self.space + self._narrowed
-
-    @property
-    def _narrowed(self) -> str:
-        """`` narrowed to s3.op=rel,ext``, or nothing for a whole space."""
-        from search_spaces.narrowed import describe
-
-        return f" narrowed to {describe(self.narrow)}" if self.narrow else ""
-
-    @functools.cached_property
-    def limits(self) -> Any:
-        """The resolved :class:`~nas.study.constraints.Limits` (a baseline's cost counted once)."""
-        from nas.study.constraints import parse_count, parse_ms, resolve_limits
-
-        return resolve_limits(
-            self.space,
-            max_macs=None if self.max_macs is None else parse_count(self.max_macs, "max-macs"),
-            max_params=None if self.max_params is None else parse_count(self.max_params, "max-params"),
-            max_latency=None if self.max_latency is None else parse_ms(self.max_latency),
-            at_cost_of=self.at_cost_of,
-            img_size=self.macs_img_size or TARGET_IMG_SIZE,
-        )
-
-    @property
-    def ladder_shape(self) -> tuple[int, int] | None:
-        """(eta, rungs) of the fidelity ladder, None for a single fidelity: what a budget's projection of
-        the trials left needs."""
-        return (self.eta, self.rungs) if self.fidelity == "ladder" else None
-
-    @property
-    def top_rung(self) -> int | None:
-        """The ladder's top rung, whose results alone make the front; None for a single fidelity."""
-        return self.rungs - 1 if self.fidelity == "ladder" else None
-
-    @property
-    def measures_latency(self) -> bool:
-        """Whether trials measure ``latency_ms`` (an objective, or a limit, asks for it)."""
-        return self.max_latency is not None or any(o.name == "latency_ms" for o in self.parsed_objectives)
-
-    @property
-    def study_name(self) -> str:
-        return self.study or f"{self.space}-{self.evaluator}"
-
-    @property
-    def run_dir(self) -> Path:
-        return Path(self.runs_dir) / self.study_name
-
-    @property
-    def parsed_objectives(self) -> tuple[Objective, ...]:
-        return parse_objectives(self.objectives)
-
-    @property
-    def evaluator_spec(self) -> EvaluatorSpec:
-        return get_evaluator(self.evaluator)
-
-    def evaluator_config_used(self) -> Any:
-        """The evaluator's config instance: its defaults with ``evaluator_config`` on top. The trials run
-        with it and the manifest records it."""
-        return self.evaluator_spec.make_config(self.evaluator_config)
-
-    @property
-    def sampler_name(self) -> str:
-        # TPE for any number of objectives: the spaces ask conditional questions (a patch stem drops
-        # stages, k exists for local attention only), and optuna's NSGA-II evolves only the parameters
-        # every past trial had, drawing the rest at random; benchmarks/bench_search.py measures it.
-        return self.sampler or "tpe"
+    def choices(self) -> dict[str, Any]:
+        """The settings as given, a copy (every field but ``extra`` and the plan's): ``SearchSettings(**
+        choices)`` builds them again, on this machine or a worker's."""
+        return {
+            f.name: copy.deepcopy(getattr(self, f.name))
+            for f in dataclasses.fields(self)
+            if f.init and f.name != "extra"
+        }
 
     def to_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        out.pop("extra")
+        """What ``manifest.json`` records: the choices, with the objectives, study and sampler resolved."""
+        out = self.choices()
         out["objectives"] = [str(o) for o in self.parsed_objectives]
         out["study"], out["sampler"] = self.study_name, self.sampler_name
         return out
@@ -608,7 +546,7 @@ def _field_kinds() -> dict[str, tuple[Any, ...]]:
             dict if kind.startswith("dict") else _ANNOTATED_KINDS[kind] for kind in f.type.split(" | ")
         )
         for f in dataclasses.fields(SearchSettings)
-        if f.name not in ("objectives", "extra")
+        if f.init and f.name not in ("objectives", "extra")
     }
 
 
@@ -625,6 +563,16 @@ def _is_kind(value: Any, kind: Any) -> bool:
     return isinstance(value, kind)
 
 
+def _narrowed(narrow: dict[str, Any]) -> str:
+    """`` narrowed to s3.op=rel,ext``, or nothing for a whole space."""
+    return f" narrowed to {describe(narrow)}" if narrow else ""
+
+
+def _cuda_here() -> int:
+    """1 where this machine has CUDA, else 0."""
+    return 1 if _pick_device(None) == "cuda" else 0
+
+
 def _pick_device(device: str | None) -> str:
     from evaluators.complexity import pick_device  # heavy: torch, only when a device is asked for
 
@@ -636,8 +584,6 @@ def space_min_img_size(name: str) -> int:
     """The smallest image side every network of space ``name`` can take: its largest total downsampling
     (the stem's stride times the stages'), over the space's supernet cover (every stem and op at its
     largest) and its baselines."""
-    from search_spaces import get_space
-
     space = get_space(name)
     archs = [b.arch for b in space.baselines().values()]
     with contextlib.suppress(NotImplementedError):  # a space without a supernet: its baselines
@@ -686,7 +632,7 @@ def load_config(path: str | Path) -> dict[str, Any]:
                 f"({_names(others)}); put them in one place"
             )
         data = section
-    known = {f.name for f in dataclasses.fields(SearchSettings)} - {"extra"}
+    known = {f.name for f in dataclasses.fields(SearchSettings) if f.init} - {"extra"}
     out = {str(k).replace("-", "_"): v for k, v in data.items()}
     unknown = sorted(set(out) - known)
     if unknown:

@@ -38,7 +38,7 @@ _LEGACY_MIN_FIDELITY = "rung 0 on half the proxy's images"
 
 def study_terms(settings: Any) -> dict[str, Any]:
     """The terms of a search (JSON values), in the order a refusal names the first that differs."""
-    config = settings.evaluator_config_used()
+    config = settings.evaluator_config_used
     kind, _, folder = settings.dataset.partition(":")
     return {
         "space": settings.space,
