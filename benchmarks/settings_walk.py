@@ -54,6 +54,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="JSON file for the counts and the lists")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
+    # this checkout's modules only: an editable install's finder would answer a module this checkout lacks
+    sys.meta_path = [f for f in sys.meta_path if "__editable__" not in getattr(f, "__module__", "")]
     settings_cls = _import("nas.study.settings.SearchSettings", "nas.search.settings.SearchSettings")
     run_search = _import("nas.api.run_search", "nas.search.run.run_search")
     settings_file = inspect.getsourcefile(settings_cls)
@@ -81,7 +83,7 @@ def main() -> None:
         if event != "call":
             return
         code = frame.f_code
-        if code.co_filename == settings_file:
+        if code.co_filename in (settings_file, __file__):  # the settings' own methods; this script's probe
             return
         count = code.co_argcount + code.co_kwonlyargcount
         values = [frame.f_locals.get(n) for n in code.co_varnames[:count]]
