@@ -50,7 +50,7 @@ Two conventions (``convention=``, ``nas cost / baselines --convention``):
   relative logits as the ``local`` kernel computes them (``q^T r`` with ``r`` the concatenation of a row and a
   column embedding is a row term plus a column term, ``B N k C`` in all, their sum per entry among the 2
   above), and element-wise work on activations free (the papers' conv baselines match fvcore to 0.5%, so
-  they do not count it). How close this comes to the papers' rows is in the README.
+  they do not count it). How close this comes to the papers' rows: `nas baselines`.
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ __all__ = [
     "UnreadableImage",
     "cache_dir",
     "load_dataset",
+    "locate_fashion_mnist",
     "match_channels",
 ]
 
@@ -168,6 +169,12 @@ def cache_dir() -> Path:
     if os.environ.get("NAS_DATA"):
         return Path(os.environ["NAS_DATA"]).expanduser()
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")).expanduser() / "nas" / "data"
+
+
+def locate_fashion_mnist(data_dir: str | os.PathLike[str] | None = None, download: bool = False) -> str:
+    """Where Fashion-MNIST is read from (as :func:`load_dataset` finds it, reading it once to be sure it is
+    whole); ValueError in one sentence where it is missing (``not found``) or damaged."""
+    return _fashion_mnist(data_dir, download)[2]
 
 
 def load_dataset(

@@ -82,7 +82,7 @@ class CoAtNetSpace(SearchSpace):
             epochs=1,
             batch_size=64,
             # 4000 images, not 2000: against a 50x reference on two seeds it ranks at Spearman 0.92 and 0.85,
-            # 2000 images at 0.77 and 0.37 (benchmarks/evaluator_quality.py, README "Evaluator quality")
+            # 2000 images at 0.77 and 0.37 (benchmarks/evaluator_quality.py; notes/lab-notebook.md)
             train_samples=4000,
             val_samples=2000,
             description="32 px, 1/4 width, 1/5 depth, S1 stride 1, 1 epoch of 4000 images (~20 s on 2 cores)",

@@ -64,7 +64,7 @@ class SasaSpace(SearchSpace):
             depth_mult=0.5,
             relax_strides=1,
             # 10 epochs (2 until 2026-12-06): against the 11-epoch reference they ranked the networks better
-            # than 2 epochs, which ranked them by stem, on both seeds (README, Evaluator quality)
+            # than 2 epochs, which ranked them by stem, on both seeds (notes/lab-notebook.md)
             epochs=10,
             batch_size=128,
             train_samples=6000,

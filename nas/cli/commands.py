@@ -454,6 +454,22 @@ def cost(
 
 
 @app.command(cls=_Command)
+def data(
+    data_dir: Annotated[
+        str | None, typer.Option(help="Where the dataset lives (else $NAS_DATA, system copies).")
+    ] = None,
+) -> None:
+    """Find Fashion-MNIST, or fetch it (Debian's package as root, else torchvision's download).
+
+    `make demo` and `make test` run this first; where neither way works it names both, and NAS_DATA."""
+    with _user_errors():
+        from evaluators.obtain import obtain_fashion_mnist  # heavy: torch, torchvision
+
+        where = obtain_fashion_mnist(data_dir, say=lambda text: console.print(text, highlight=False))
+    console.print(f"Fashion-MNIST: {where}", highlight=False, soft_wrap=True)
+
+
+@app.command(cls=_Command)
 @with_options(SearchSettings, after=[config_option()], unset=True)
 def search(config: Path | None = None, **options: Any) -> None:
     """Search a space: sample architectures, evaluate them, keep the study; writes runs/<study>/."""

@@ -69,7 +69,7 @@ PROMOTIONS = ("asha", "quota")  # promote whatever is in a rung's top 1/eta now;
 RUNG_SCHEDULES = ("top", "rung")  # one schedule spanning the top rung; one restarted at every rung
 # The rungs below the top validate on this many images unless told otherwise (``--rung-val-images``): on
 # coatnet's cpu profile, 2000 held-out images took 0.61-0.91 s of a 1.4-2.2 s rung-0 trial and 500 took
-# 0.16-0.23 s (benchmarks/bench_fidelity.py, README "Fidelity ladder" rows).
+# 0.16-0.23 s (benchmarks/bench_fidelity.py, notes/lab-notebook.md, "Fidelity ladder").
 DEFAULT_RUNG_VAL_IMAGES = 500
 
 
