@@ -226,7 +226,7 @@ class SearchSettings:
         if self.sampler is not None and self.sampler not in SAMPLERS:
             raise ValueError(f"sampler: unknown {shown(self.sampler)}; allowed: {', '.join(SAMPLERS)}")
         objectives = parse_objectives(self.objectives)
-        Budget.parse(self.budget)
+        budget = Budget.parse(self.budget)
         missing = [o.name for o in objectives if o.name not in evaluator.objectives]
         if missing:
             others = [e.name for e in EVALUATORS.values() if set(missing) <= e.objectives]
@@ -236,15 +236,15 @@ class SearchSettings:
                 f"objectives: the {evaluator.name} evaluator {evaluator.does}, so it produces no "
                 f"{', '.join(missing)}; use objectives among {', '.join(usable)}{hint}"
             )
-        if self.evaluator_config:
-            evaluator.make_config(self.evaluator_config)
+        config = evaluator.make_config(self.evaluator_config)  # its defaults where none is given
         if self.proxy_epochs is not None and not evaluator.schedule:
             trains = [e.name for e in EVALUATORS.values() if e.schedule]
             raise ValueError(
                 f"proxy-epochs: the {evaluator.name} evaluator {evaluator.does}, so it trains no proxy "
                 f"schedule; use --evaluator {' / '.join(trains)} or drop --proxy-epochs"
             )
-        check_study_name(self.study or f"{self.space}-{self.evaluator}")
+        study_name = self.study or f"{self.space}-{self.evaluator}"
+        check_study_name(study_name)
         if self.repair and not self.resume:
             raise ValueError(
                 f"repair: only with {option('resume')} (it rebuilds the manifest of an existing study)"
@@ -256,11 +256,11 @@ class SearchSettings:
                     f"macs-img-size: {self.macs_img_size} px is too small for the {self.space} space, whose "
                     f"networks downsample {smallest}x; use at least {smallest} (default 224)"
                 )
-        self._check_limits(space)
-        self._check_fidelity(evaluator)
+        limits = self._check_limits(space)
+        ladder = self._check_fidelity(evaluator, budget)
         self._check_enqueue(space)
         self._check_cluster(evaluator)
-        self._resolve(space, objectives, evaluator)
+        self._resolve(study_name, space, objectives, budget, evaluator, config, limits, ladder)
 
     def _check_cluster(self, evaluator: EvaluatorSpec) -> None:
         if self.address is not None and self.backend != "ray":
@@ -295,9 +295,19 @@ class SearchSettings:
                 f"with the optuna backend, run parallel trials with --workers {self.concurrency}"
             )
 
-    def _resolve(self, space: Any, objectives: tuple[Objective, ...], evaluator: EvaluatorSpec) -> None:
-        """Compute the derived fields (the plan), once; the settings are valid by now."""
-        study_name = self.study or f"{self.space}-{self.evaluator}"
+    def _resolve(
+        self,
+        study_name: str,
+        space: Any,
+        objectives: tuple[Objective, ...],
+        budget: Budget,
+        evaluator: EvaluatorSpec,
+        config: Any,
+        limits: tuple[float | None, float | None, float | None],
+        ladder: Ladder | None,
+    ) -> None:
+        """Set the derived fields (the plan), once, from the values the checks parsed; the settings are valid
+        by now."""
         profile = space.profile(self.profile)
         if self.proxy_epochs is not None:
             profile = dataclasses.replace(profile, epochs=self.proxy_epochs)
@@ -320,20 +330,20 @@ class SearchSettings:
             "search_space": space,
             "space_words": self.space + _narrowed(self.narrow),
             "parsed_objectives": objectives,
-            "parsed_budget": Budget.parse(self.budget),
+            "parsed_budget": budget,
             "sampler_name": self.sampler or "tpe",
             "evaluator_spec": evaluator,
-            "evaluator_config_used": evaluator.make_config(self.evaluator_config),
+            "evaluator_config_used": config,
             "proxy_profile": profile,
             "limits": resolve_limits(
                 self.space,
-                max_macs=None if self.max_macs is None else parse_count(self.max_macs, "max-macs"),
-                max_params=None if self.max_params is None else parse_count(self.max_params, "max-params"),
-                max_latency=None if self.max_latency is None else parse_ms(self.max_latency),
+                max_macs=limits[0],
+                max_params=limits[1],
+                max_latency=limits[2],
                 at_cost_of=self.at_cost_of,
                 img_size=self.macs_img_size or TARGET_IMG_SIZE,
             ),
-            "ladder": self._ladder() if laddered else None,
+            "ladder": ladder,
             "ladder_shape": (self.eta, self.rungs) if laddered else None,
             "top_rung": self.rungs - 1 if laddered else None,
             "measures_latency": self.max_latency is not None
@@ -456,13 +466,12 @@ class SearchSettings:
         if self.proxy_epochs is not None:
             whole("proxy-epochs", self.proxy_epochs, 1, MAX_EPOCHS)
 
-    def _check_limits(self, space: Any) -> None:
-        if self.max_macs is not None:
-            parse_count(self.max_macs, "max-macs")
-        if self.max_params is not None:
-            parse_count(self.max_params, "max-params")
-        if self.max_latency is not None:
-            parse_ms(self.max_latency)
+    def _check_limits(self, space: Any) -> tuple[float | None, float | None, float | None]:
+        """The limits given, parsed and checked: MACs, params, latency in ms (a baseline's cost is counted
+        once every check has passed, by :meth:`_resolve`)."""
+        max_macs = None if self.max_macs is None else parse_count(self.max_macs, "max-macs")
+        max_params = None if self.max_params is None else parse_count(self.max_params, "max-params")
+        max_latency = None if self.max_latency is None else parse_ms(self.max_latency)
         if self.at_cost_of is not None and self.at_cost_of not in space.baselines():
             raise ValueError(
                 f"at-cost-of: the {self.space} space has no baseline {shown(self.at_cost_of)}; "
@@ -472,20 +481,22 @@ class SearchSettings:
             raise ValueError(
                 f"latency-device: {shown(self.latency_device)} is not a device; use cpu, cuda or cuda:N"
             )
+        return max_macs, max_params, max_latency
 
-    def _check_fidelity(self, evaluator: EvaluatorSpec) -> None:
+    def _check_fidelity(self, evaluator: EvaluatorSpec, budget: Budget) -> Ladder | None:
+        """The ladder climbed (None for a single fidelity), its values checked either way."""
         if self.fidelity not in FIDELITIES:
             raise ValueError(f"fidelity: unknown {shown(self.fidelity)}; allowed: {', '.join(FIDELITIES)}")
         ladder = self._ladder()
         if self.fidelity != "ladder":
-            return
+            return None
         if not evaluator.ladder:
             trains = [e.name for e in EVALUATORS.values() if e.ladder]
             raise ValueError(
                 f"fidelity: the {evaluator.name} evaluator {evaluator.does}, so it has no rungs to climb; "
                 f"a ladder needs --evaluator {' / '.join(trains)}"
             )
-        budget, (soonest, latest) = Budget.parse(self.budget), ladder.trials_to_top
+        soonest, latest = ladder.trials_to_top
         if budget.kind == "trials" and budget.amount < soonest:
             when = (
                 f"after {latest} trials"
@@ -498,6 +509,7 @@ class SearchSettings:
                 f"the first gets there {when}; give a budget of at least {latest} trials, fewer rungs, a "
                 f"smaller eta, or {setting('fidelity', 'single')}"
             )
+        return ladder
 
     def choices(self) -> dict[str, Any]:
         """The settings as given, a copy (every field but ``extra`` and the plan's): ``SearchSettings(**
