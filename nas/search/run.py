@@ -191,7 +191,7 @@ def _settings_of(run_dir: Path) -> SearchSettings:
     if not isinstance(values, dict):
         raise ValueError(f"{run_dir / 'manifest.json'} records no settings")
     # what reading the study needs: not the architectures to enqueue (reading evaluates none)
-    names = set(SearchSettings().choices()) - {"runs_dir", "resume", "repair", "enqueue"}
+    names = set(SearchSettings.choice_names()) - {"runs_dir", "resume", "repair", "enqueue"}
     values = {name: value for name, value in values.items() if name in names}
     if MASK in str(values.get("storage") or ""):  # the password is not kept: it comes as on a resume
         values["storage"] = split_password(values["storage"])[0]

@@ -511,14 +511,15 @@ class SearchSettings:
             )
         return ladder
 
+    @classmethod
+    def choice_names(cls) -> tuple[str, ...]:
+        """The settings one gives (every field but ``extra`` and the plan's): a config file's keys."""
+        return tuple(f.name for f in dataclasses.fields(cls) if f.init and f.name != "extra")
+
     def choices(self) -> dict[str, Any]:
-        """The settings as given, a copy (every field but ``extra`` and the plan's): ``SearchSettings(**
-        choices)`` builds them again, on this machine or a worker's."""
-        return {
-            f.name: copy.deepcopy(getattr(self, f.name))
-            for f in dataclasses.fields(self)
-            if f.init and f.name != "extra"
-        }
+        """The settings as given, a copy: ``SearchSettings(**choices)`` builds them again, on this machine or
+        a worker's."""
+        return {name: copy.deepcopy(getattr(self, name)) for name in self.choice_names()}
 
     def to_dict(self) -> dict[str, Any]:
         """What ``manifest.json`` records: the choices, with the objectives, study and sampler resolved."""
@@ -644,7 +645,7 @@ def load_config(path: str | Path) -> dict[str, Any]:
                 f"({_names(others)}); put them in one place"
             )
         data = section
-    known = {f.name for f in dataclasses.fields(SearchSettings) if f.init} - {"extra"}
+    known = set(SearchSettings.choice_names())
     out = {str(k).replace("-", "_"): v for k, v in data.items()}
     unknown = sorted(set(out) - known)
     if unknown:
