@@ -266,10 +266,11 @@ def test_nas_train_on_an_unreadable_image_says_so_in_one_sentence(tmp_path: Path
     from nas.cli.commands import app
     from search_spaces import get_space
 
-    for cls in ("cat", "dog"):
-        (tmp_path / "train" / cls).mkdir(parents=True)
-        for i in range(3):
-            Image.new("RGB", (20, 24), (40 * i, 100, 200)).save(tmp_path / "train" / cls / f"{i}.png")
+    for half in ("train", "test"):  # nas train scores on the test split: PATH/test/ holds it
+        for cls in ("cat", "dog"):
+            (tmp_path / half / cls).mkdir(parents=True)
+            for i in range(3):
+                Image.new("RGB", (20, 24), (40 * i, 100, 200)).save(tmp_path / half / cls / f"{i}.png")
     (tmp_path / "train" / "dog" / "broken.jpg").write_bytes(b"\xff\xd8 truncated")
     arch = tmp_path / "arch.json"
     arch.write_text(get_space("coatnet").baselines()["C-C-C-C"].arch.to_json())

@@ -10,7 +10,8 @@ everything as it was:
 - the budget's device is the one the trials run on (GPU time needs trials that hold a GPU, CPU time trials
   that hold none), a local Ray has the CPUs and GPUs one trial asks for (else no trial could ever start), and
   ``--latency-device`` exists where the trials run;
-- the dataset is there (its description goes into ``manifest.json``);
+- the dataset is there (its description and split record, :meth:`~evaluators.data.DataSplit.split_record`,
+  go into ``manifest.json``);
 - the evaluator's own check (``EvaluatorSpec.check``): its splits hold the images it trains and validates on
   (at least a batch), and files it would read at its set-up are its own (a one-shot ``supernet.pt``);
 - the run folder's study, if any, is this backend's: Optuna keeps its trials in its storage and Ray in the
@@ -42,7 +43,8 @@ CONNECT_SECONDS = 5.0  # a cluster that takes longer to accept one connection is
 
 def preflight(settings: SearchSettings) -> dict[str, Any] | None:
     """Check ``settings`` against the machine, the files and the cluster (the module docstring's list);
-    returns the description of the data the trials train on (None for an evaluator that trains nothing)."""
+    returns the description of the data the trials train on with its split record (None for an evaluator
+    that trains nothing)."""
     _check_run_dir(settings.run_dir)
     _check_backend(settings)
     runner = worker_runner(settings)  # the driver's worker 0 keeps it (the data loaded once)
@@ -62,7 +64,7 @@ def preflight(settings: SearchSettings) -> dict[str, Any] | None:
         seed=settings.seed,
         run_dir=settings.run_dir,
     )
-    return split.describe()
+    return {**split.describe(), **split.split_record()}  # the split exactly: its fingerprints
 
 
 def _check_run_dir(run_dir: Path) -> None:
