@@ -5,13 +5,17 @@ CPU profile's shrunk network by default where there is no GPU) on a dataset with
 scheduler factories (AdamW + cosine by default, stepped per update), crops and flips, label smoothing and
 drop-path. It makes ``<out>/`` and writes a first ``<out>/checkpoint.pt`` (epoch 0) before the first batch,
 calls ``progress(TrainStatus)`` after every batch (images per second, time left: what ``nas train`` shows),
-and after every epoch validates on the held-out split, calls ``report(epoch, metrics)`` and writes the
-checkpoint again (model, optimizer and grad-scaler state, the data-order, torch CPU and CUDA generator
-states as tensors, history; atomically), so ``resume=True`` continues an interrupted run and ends with
+and after every epoch validates on the held-out split (a part of the training images, for watching the run;
+nothing is chosen by it), calls ``report(epoch, metrics)`` and writes the checkpoint again (model, optimizer
+and grad-scaler state, the data-order, torch CPU and CUDA generator states as tensors, history;
+atomically), so ``resume=True`` continues an interrupted run and ends with
 exactly the weights an uninterrupted one would have (where the device computes deterministically: the CPU,
 and the GPU for the networks the tests train). The checkpoint is read as data, never code
 (:mod:`evaluators.checkpoint`): a file that is not this run's checkpoint is refused in one sentence.
-It ends by writing ``<out>/model.pt``, a model file :func:`nas.core.create.create_model` reloads, and
+Given a ``test`` set (:func:`evaluators.data.load_test`: the dataset's official test split, which no search
+opens), the finished network is scored on it once, after the last epoch (``test_top1``, and
+``test_top1_ema`` for the averaged weights): the figure a comparison reports. It ends by writing
+``<out>/model.pt``, a model file :func:`nas.core.create.create_model` reloads, and
 ``<out>/history.json``. CUDA with AMP (bf16, else fp16 with a scaler) when present, fp32 on the CPU.
 """
 
@@ -42,7 +46,7 @@ from evaluators.augment import host_rng, rand_augment
 from evaluators.batches import loaders
 from evaluators.checkpoint import load_checkpoint, restoring, save_checkpoint
 from evaluators.complexity import pick_device
-from evaluators.data import DataSplit
+from evaluators.data import DataSplit, TestSet
 from evaluators.hyperparams import check_training
 from evaluators.proxy import TrainingDiverged, build_scaled_network, forked_rng
 from evaluators.steps import backward, update, validate
@@ -172,8 +176,10 @@ def train_arch(
     device: torch.device | str | None = None,
     report: Report | None = None,
     progress: Progress | None = None,
+    test: TestSet | None = None,
 ) -> dict[str, Any]:
-    """Train ``profile.apply(arch)`` on ``data``; returns the last epoch's metrics and the run's totals.
+    """Train ``profile.apply(arch)`` on ``data``; returns the last epoch's metrics (with the ``test`` set's
+    score when one is given) and the run's totals.
 
     One process trains in ``out_dir`` at a time (a second, resuming the run while the first trains it,
     trained it again beside it, both writing the same checkpoint): it is refused at once. A run refused
@@ -188,7 +194,7 @@ def train_arch(
             try:
                 return _train_arch(
                     arch, profile, data, out, config=config or FullTrainConfig(), resume=resume,
-                    device=device, report=report, progress=progress,
+                    device=device, report=report, progress=progress, test=test,
                 )  # fmt: skip
             finally:  # only the lock's holder may remove the folder: a refused process may not have made it
                 if made is not None and not (out / "checkpoint.pt").exists():
@@ -221,6 +227,7 @@ def _train_arch(
     device: torch.device | str | None,
     report: Report | None,
     progress: Progress | None,
+    test: TestSet | None = None,
 ) -> dict[str, Any]:
     checkpoint_path = out / "checkpoint.pt"
     settings = {
@@ -229,6 +236,8 @@ def _train_arch(
         "config": config.record(),
     }
     settings["data"] = data.describe()
+    if test is not None and test.img_size != data.img_size:
+        raise ValueError(f"the test set is at {test.img_size} px but the training images at {data.img_size}")
     if checkpoint_path.exists() and not resume:
         raise ValueError(
             f"{out} already holds a training run; pass --resume to continue it, or another --out"
@@ -367,14 +376,25 @@ def _train_arch(
             save_checkpoint(state(epoch), checkpoint_path)
             if report is not None:
                 report(epoch, dict(metrics))
+    scored: dict[str, Any] = {}
+    if test is not None:  # once, at the end: nothing during training looks at it
+        _, test_batches = loaders(dataclasses.replace(data, val=test.images), config.batch_size, device=dev)
+        for suffix, net in (("", model), ("_ema", ema.module if ema is not None else None)):
+            if net is not None:
+                got = validate(net, test_batches, dev, in_precision)
+                scored.update({f"test_top1{suffix}": got["top1"], f"test_loss{suffix}": got["loss"]})
+                scored["test_images"] = got["val_images"]
+        scored["test_set"] = test.describe()
     meta = {"searched_arch": arch.key, "history": history, **data.normalization()}
     model_file = save_model(model, out / "model.pt", **meta)
     if ema is not None:  # the averaged weights, which the recipe's papers evaluate
         save_model(ema.module, out / "model_ema.pt", **meta)
-    (out / "history.json").write_text(json.dumps({"settings": settings, "history": history}, indent=1) + "\n")
+    record = {"settings": settings, "history": history, **({"test": scored} if scored else {})}
+    (out / "history.json").write_text(json.dumps(record, indent=1) + "\n")
     last = history[-1] if history else {}
     return {
         **last,
+        **{k: v for k, v in scored.items() if k != "test_set"},
         "epochs": config.epochs,
         "params": sum(p.numel() for p in model.parameters()),
         "arch": net_arch.key,

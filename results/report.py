@@ -10,10 +10,10 @@ analyses it once (:func:`results.analysis.analyse`) and writes, beside it:
   architecture (:mod:`results.arch_drawing`), reached from the front table's trial numbers and by clicking a
   point of a plot; for each baseline, the found architectures that dominate it and by how much; the failed
   trials with their reasons; for each retraining ``nas retrain`` wrote (``retrain/`` beside it, its
-  default folder, and any other ``--out``, which it records in ``retrainings.json``), its schedule, each
-  baseline against the found network that beats it at no more cost, retrained, and a link to the
-  retraining's page (:mod:`results.retrain`); the manifest. An empty front says why
-  (:func:`nas.study.trials_table.why_no_front`).
+  default folder, and any other ``--out``, which it records in ``retrainings.json``), its schedule and
+  split, each found network against every baseline it does not exceed in cost and its random controls,
+  retrained (Holm-corrected), and a link to the retraining's page (:mod:`results.retrain`); the
+  manifest. An empty front says why (:func:`nas.study.trials_table.why_no_front`).
 - ``pareto.png`` (matplotlib, :func:`results.plots.write_png`) and ``pareto.csv`` (the front's rows of the
   trials table).
 
@@ -145,7 +145,7 @@ def _retrained_html(run_dir: Path) -> str:
         except (OSError, ValueError):
             continue
         shown = table[[c for c in _RETRAINED_COLUMNS if c in table.columns]].copy()
-        for column in ("found_top1", "baseline_top1", "difference"):
+        for column in ("found_top1", "reference_top1", "difference", "p_holm"):
             if column in shown:
                 shown[column] = pd.to_numeric(shown[column], errors="coerce").round(2)
         page = Path(os.path.relpath(folder / "retrain.html", run_dir)).as_posix()
@@ -153,9 +153,9 @@ def _retrained_html(run_dir: Path) -> str:
         where = "" if folder == run_dir / DEFAULT_FOLDER else f" --out {folder}"
         parts.append(
             f"<h2>Retrained (nas retrain{html.escape(where)})</h2><p>{html.escape(_schedule(folder))}Each "
-            "baseline against the found network with the best retrained top-1 among those that cost no more, "
-            f"over seeds; the spread and the plot: {link}.</p>"
-            + (html_table(shown) if len(shown) else "<p>The retraining holds no baseline.</p>")
+            "found network against every baseline it does not exceed in cost and against its random "
+            f"controls, over seeds, Holm-corrected; the protocol, the spread and the plot: {link}.</p>"
+            + (html_table(shown) if len(shown) else "<p>The retraining holds no comparison.</p>")
         )
     return "\n".join(parts)
 
@@ -168,13 +168,15 @@ def _schedule(folder: Path) -> str:
         images = f"{config['train_samples']:,} images" if config.get("train_samples") else "all images"
         epochs = f"{config['epochs']} epoch" + ("" if config["epochs"] == 1 else "s")
         where = f"{schedule['dataset']}, {profile['name']} profile ({profile['img_size']} px)"
-        return f"Trained {epochs} of {images} of {where}. "
+        split = "the held-out training images" if schedule.get("score_on") == "val" else "the test split"
+        return f"Trained {epochs} of {images} of {where}, scored on {split}. "
     except (OSError, ValueError, KeyError, TypeError):
         return ""
 
 
 _RETRAINED_COLUMNS = (
-    "baseline", "found", "found_top1", "baseline_top1", "seeds", "difference", "p", "verdict"
+    "found", "reference", "kind", "equal_cost", "found_top1", "reference_top1", "seeds", "difference",
+    "p_holm", "verdict",
 )  # fmt: skip
 
 

@@ -1,10 +1,13 @@
 """results.stats: Student's t against tabled quantiles, and the paired t-test by hand."""
 
+import itertools
 import math
+import random
 
+import numpy as np
 import pytest
 
-from results.stats import paired, t_cdf, t_quantile
+from results.stats import bootstrap_interval, corrected_verdict, holm, paired, t_cdf, t_quantile
 
 
 def test_t_quantile_and_paired_statistics():
@@ -33,3 +36,40 @@ def test_t_cdf_against_tables():
     assert 1 - t_cdf(2.015048, 5) == pytest.approx(0.05, abs=1e-6)
     assert t_cdf(-1.959964, 10**6) == pytest.approx(0.025, abs=1e-5)
     assert t_cdf(0.0, 3) == 0.5
+
+
+def test_holm_by_hand():
+    # sorted: 0.005, 0.01, 0.03, 0.04 of m = 4 -> 4 x 0.005 = 0.02, 3 x 0.01 = 0.03, 2 x 0.03 = 0.06,
+    # 1 x 0.04 = 0.04 raised to the running maximum 0.06; a comparison with no test is left out of m
+    adjusted = holm([0.01, None, 0.04, 0.03, 0.005])
+    assert adjusted[1] is None
+    assert [adjusted[i] for i in (0, 2, 3, 4)] == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.6, 0.5]) == pytest.approx([1.0, 1.0])  # capped at 1
+    assert holm([]) == []
+
+
+def test_the_corrected_verdict_follows_the_corrected_p():
+    diff = {"mean": 1.5, "values": [1.0, 2.0, 1.5]}
+    assert corrected_verdict(diff, 0.01).startswith("found wins")
+    assert corrected_verdict(diff, 0.2).startswith("found does not win: no significant")
+    assert "reference is better" in corrected_verdict({**diff, "mean": -1.5}, 0.01)
+    assert "untested" in corrected_verdict(diff, None)
+
+
+@pytest.mark.parametrize(
+    "values", [[1.0, 2.0, 6.0], [0.3, -0.2, 0.9, 0.4], [0.5, 0.1, -0.3, 0.8, 0.2, 0.0, 1.1]]
+)
+def test_the_bootstrap_interval_against_numpy(values):
+    n = len(values)
+    if n**n <= 50_000:  # every resample, numpy's inverted-CDF percentiles of their means
+        means = np.array([np.mean(pick) for pick in itertools.product(values, repeat=n)])
+    else:  # the same seeded draws, drawn independently
+        rng = random.Random(0)
+        means = np.array([np.mean(rng.choices(values, k=n)) for _ in range(20_000)])
+    expected = np.percentile(means, [2.5, 97.5], method="inverted_cdf")
+    assert bootstrap_interval(values) == pytest.approx(tuple(expected))
+    if n == 3:  # with 3 seeds the 95% interval spans the smallest to the largest difference
+        assert bootstrap_interval(values) == (min(values), max(values))
+    assert paired(dict(enumerate(values)), dict.fromkeys(range(n), 0.0))["difference"]["bootstrap"] == (
+        pytest.approx(list(expected))
+    )

@@ -674,7 +674,7 @@ def train(arch: str, **options: Any) -> None:
         given = build(TrainOptions, options)
         schedule = build(ScheduleOptions, options)
         from evaluators.complexity import pick_device  # heavy: torch, fvcore
-        from evaluators.data import load_dataset  # heavy: torch
+        from evaluators.data import load_dataset, load_test  # heavy: torch
         from evaluators.train import train_arch  # heavy: torch, timm
         from nas.core.create import resolve_arch, weights_name  # heavy: torch
 
@@ -690,6 +690,16 @@ def train(arch: str, **options: Any) -> None:
             seed=given.seed,
             download=given.download,
         )
+        test = None
+        if given.score_on == "test":
+            test = load_test(
+                given.dataset,
+                img_size=prof.img_size,
+                data_dir=given.data_dir,
+                in_chans=data.in_chans,
+                test_folder=given.test_folder,
+                download=given.download,
+            )
         default = Path(arch).stem if arch.endswith(".json") else weights_name(built).removesuffix(".pt")
         target = Path(given.out) if given.out else Path("runs") / "train" / default
         os.rmdir(scratch_folder(target, "out"))  # refused before the run is announced
@@ -706,8 +716,18 @@ def train(arch: str, **options: Any) -> None:
                 resume=given.resume,
                 report=view.epoch,
                 progress=view.batch,
+                test=test,
             )
-    console.print(f"top-1 {result['top1']:.2f}% after {result['epochs']} epochs")
+    if test is not None:
+        ema = f" (EMA weights {result['test_top1_ema']:.2f}%)" if "test_top1_ema" in result else ""
+        console.print(
+            f"test top-1 {result['test_top1']:.2f}%{ema} on the {result['test_images']:,} images of the test "
+            f"split, after {result['epochs']} epochs (held-out training images: {result['top1']:.2f}%)"
+        )
+    else:
+        console.print(
+            f"top-1 {result['top1']:.2f}% on the held-out training images after {result['epochs']} epochs"
+        )
     console.print(f"model: {result['model_file']}")
 
 
@@ -735,10 +755,13 @@ def _space_of(arch: Any) -> str:
     before=[argument("study", str, "Study name (under --runs-dir) or a run directory.")],
 )
 def retrain(study: str, **options: Any) -> None:
-    """Retrain a study's front and its baselines alike over seeds; writes retrain.html and its tables.
+    """Retrain a study's front, every baseline at no less cost and random controls alike over seeds, scored
+    on the test split; writes retrain.html and its tables.
 
-    Each training is a nas train run (checkpointed: a rerun continues); found networks are compared with
-    each baseline at no more cost, by a paired t-test over the seeds."""
+    Each training is a nas train run (checkpointed: a rerun continues). Each found network is compared with
+    every baseline it does not exceed in cost and with its random controls: paired differences over the
+    seeds, t and bootstrap intervals, p-values Holm-corrected across the run; a plateau check trains two
+    networks twice as long."""
     with _user_errors():
         from results.retrain import finished_runs, plan_retrain, run_retrain, summarize  # heavy: torch
         from results.retrain_page import write_retraining  # heavy: torch
@@ -759,17 +782,24 @@ def retrain(study: str, **options: Any) -> None:
             dataset=given.dataset,
             data_dir=given.data_dir,
             out=given.out,
+            score_on=given.score_on,
+            allow_seen=given.allow_seen_images,
+            test_folder=given.test_folder,
+            controls=given.controls,
+            control_seed=given.control_seed,
+            plateau=given.plateau,
         )
         _say_behind(behind)
-        total = len(plan.members) * len(plan.seeds)
+        total = len(plan.trainings())
         console.print(
             f"retraining {_count(len(plan.members), 'network')} x {_count(len(plan.seeds), 'seed')} "
             f"({plan.profile.name} profile, {plan.profile.img_size} px, {plan.dataset}, "
-            f"{_count(schedule.epochs, 'epoch')}) -> {plan.out}",
+            f"{_count(schedule.epochs, 'epoch')}, scored on the {plan.score_on} split) -> {plan.out}",
             highlight=False,
             soft_wrap=True,
         )
         with contextlib.ExitStack() as views:  # one training's progress view at a time
+            trainings = plan.trainings()
 
             def started(index: int, _: int, member: Any, seed: int) -> tuple[Any, Any]:
                 console.print(
@@ -777,7 +807,7 @@ def retrain(study: str, **options: Any) -> None:
                     highlight=False,
                     soft_wrap=True,
                 )
-                view = views.enter_context(TrainView(console, schedule.epochs))
+                view = views.enter_context(TrainView(console, trainings[index - 1].epochs))
                 return view.epoch, view.batch
 
             def finished(result: Any, member: Any, seed: int, skipped: str) -> None:
@@ -797,32 +827,33 @@ def retrain(study: str, **options: Any) -> None:
 
 
 def _print_retraining(retraining: Any) -> None:
-    from results.retrain_page import agreement_text, comparisons_table, schedule_text  # heavy: torch
+    from results.retrain_page import (  # heavy: torch
+        agreement_text,
+        comparisons_table,
+        plateau_text,
+        protocol_lines,
+    )
 
     def pm(mean: float, std: float) -> str:
         return "" if math.isnan(mean) else f"{mean:.2f}" + ("" if math.isnan(std) else f" +- {std:.2f}")
 
-    console.print(schedule_text(retraining), highlight=False)
-    table = Table(title="found networks against the baselines, at no more cost")
-    for column in (
-        "baseline",
-        "found",
-        "found top-1",
-        "baseline top-1",
-        "difference [95% CI]",
-        "p",
-        "verdict",
-    ):
+    for line in protocol_lines(retraining):
+        console.print(line, highlight=False)
+    table = Table(title="found networks against every eligible baseline and their random controls")
+    for column in ("found", "reference", "at equal cost", "found top-1", "reference top-1",
+                   "difference [bootstrap 95%]", "p (Holm)", "verdict"):  # fmt: skip
         table.add_column(column)
     for row in comparisons_table(retraining).itertuples(index=False):
         diff = "" if math.isnan(row.difference) else f"{row.difference:+.2f}"
-        if not math.isnan(row.ci_low):
-            diff += f" [{row.ci_low:+.2f}, {row.ci_high:+.2f}]"
-        p = "" if math.isnan(row.p) else f"{row.p:.3f}"
-        found, base = pm(row.found_top1, row.found_std), pm(row.baseline_top1, row.baseline_std)
-        table.add_row(row.baseline, row.found, found, base, diff, p, row.verdict.split(" (")[0])
+        if not math.isnan(row.bootstrap_low):
+            diff += f" [{row.bootstrap_low:+.2f}, {row.bootstrap_high:+.2f}]"
+        p = "" if math.isnan(row.p_holm) else f"{row.p_holm:.3f}"
+        found, ref = pm(row.found_top1, row.found_std), pm(row.reference_top1, row.reference_std)
+        reference = row.reference + (" (random)" if row.kind == "control" else "")
+        table.add_row(row.found, reference, row.equal_cost, found, ref, diff, p, row.verdict.split(" (")[0])
     if table.row_count:
         console.print(table)
+    console.print(plateau_text(retraining), highlight=False)
     console.print(agreement_text(retraining), highlight=False)
 
 

@@ -15,6 +15,16 @@ __all__ = ["RetrainOptions", "ScheduleOptions", "TrainOptions"]
 
 _DATASETS = "fashion-mnist | cifar10 | cifar100 | imagefolder:PATH."
 _DOWNLOAD = "Download the dataset with torchvision if no copy is found."
+_SCORE_ON = "test: the official test split, which no search opens | val: the held-out training images."
+_TEST_FOLDER = "Folder of imagefolder's test split (class folders)."
+_TEST_SHOWN = "PATH/test, else PATH/val"
+
+
+def _check_score(score_on: str, test_folder: str | None) -> None:
+    if score_on not in ("test", "val"):
+        raise ValueError(f"score-on: test or val, not {score_on!r}")
+    if test_folder is not None and score_on != "test":
+        raise ValueError("test-folder: it names the test split, which --score-on val does not score on")
 
 
 @dataclass(frozen=True)
@@ -69,11 +79,14 @@ class TrainOptions:
     )
     profile: str | None = declare(None, "cpu | gpu | full.", shown="full with CUDA, else cpu")
     seed: int = declare(0, "Seed of the weights, the data split and order.")
+    score_on: str = declare("test", _SCORE_ON)
+    test_folder: str | None = declare(None, _TEST_FOLDER, shown=_TEST_SHOWN)
     out: str | None = declare(None, "Run folder.", shown="runs/train/<arch file>")
     resume: bool = declare(False, "Continue the run in --out.")
 
     def __post_init__(self) -> None:
         whole("seed", self.seed, 0, MAX_SEED)
+        _check_score(self.score_on, self.test_folder)
 
 
 @dataclass(frozen=True)
@@ -89,11 +102,28 @@ class RetrainOptions:
     )
     seeds: str = declare("0,1,2", "Seeds, each a training of every network.")
     profile: str | None = declare(None, "cpu | gpu | full.", shown="the study's profile")
+    controls: int = declare(3, "Random architectures per found network, no costlier than it (0: none).")
+    control_seed: int = declare(0, "Seed of the random controls.")
+    plateau: bool = declare(
+        True, "Skip the plateau check (two networks trained twice as long).", flag="--no-plateau"
+    )
+    score_on: str = declare("test", _SCORE_ON)
+    allow_seen_images: bool = declare(False, "With --score-on val: score on images the study saw.")
+    test_folder: str | None = declare(None, _TEST_FOLDER, shown=_TEST_SHOWN)
     dataset: str | None = declare(None, _DATASETS, shown="the study's")
     data_dir: str | None = declare(None, "Where the dataset lives.")
     download: bool = declare(False, _DOWNLOAD)
     out: str | None = declare(None, "Folder.", shown="runs/<study>/retrain")
     runs_dir: str = declare("runs", "Folder of the run directories.")
+
+    def __post_init__(self) -> None:
+        whole("controls", self.controls, 0, 20)
+        whole("control-seed", self.control_seed, 0, MAX_SEED)
+        _check_score(self.score_on, self.test_folder)
+        if self.allow_seen_images and self.score_on != "val":
+            raise ValueError(
+                "allow-seen-images: only with --score-on val (the test split holds no such images)"
+            )
 
     def seed_list(self) -> list[int]:
         """The seeds, each a whole number within bounds (ValueError in one sentence otherwise)."""
