@@ -24,6 +24,7 @@ from nas.api import run_search
 from nas.cli.commands import app
 from nas.core.arch import Arch
 from nas.core.atomic import sole
+from nas.study.constraints import format_count
 from nas.study.front import front_numbers
 from nas.study.objectives import parse_objectives
 from results.retrain import (
@@ -265,7 +266,12 @@ def test_nas_retrain_trains_each_network_per_seed_scores_the_test_split_and_keep
     )
     members = pd.read_csv(out / "members.csv").set_index("label")
     assert list(members["seeds"]) == [2] * len(labels)
-    assert members.loc["mine", "macs_trained"] == pytest.approx(_costs(MINE, in_chans=3)["macs_trained"])
+    mine_costs = _costs(MINE, in_chans=3)  # synthetic data: three channels
+    assert members.loc["mine", "macs_trained"] == pytest.approx(mine_costs["macs_trained"])
+    row = next(line for line in first.output.splitlines() if line.startswith("│ mine "))  # the networks table
+    assert [
+        format_count(mine_costs[k]) in row for k in ("macs", "params", "macs_trained", "params_trained")
+    ] == [True] * 4
     comparisons = pd.read_csv(out / "comparisons.csv")
     assert list(comparisons["reference"]) == labels[1:]  # every eligible baseline, then the control
     assert list(comparisons["kind"]) == ["baseline"] * (len(labels) - 2) + ["control"]

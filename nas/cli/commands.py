@@ -43,6 +43,7 @@ from nas.core.bounds import (
     whole,
 )
 from nas.core.option_names import flags
+from nas.study.constraints import format_count
 from nas.study.settings import NARROW_HELP, SearchSettings, check_study_name
 from nas.study.study_file import StudyFileLost
 from nas.system.failures import WriteFailed
@@ -826,6 +827,10 @@ def retrain(study: str, **options: Any) -> None:
     console.print(f"retraining: {paths[0]}", highlight=False, soft_wrap=True)
 
 
+def _count_or_blank(value: Any) -> str:
+    return format_count(value) if isinstance(value, (int, float)) and math.isfinite(value) else ""
+
+
 def _print_retraining(retraining: Any) -> None:
     from results.retrain_page import (  # heavy: torch
         agreement_text,
@@ -839,6 +844,20 @@ def _print_retraining(retraining: Any) -> None:
 
     for line in protocol_lines(retraining):
         console.print(line, highlight=False)
+    plan = retraining.plan
+    networks = Table(
+        title=f"networks: cost at the search's scale ({plan.macs_img_size} px) and as trained "
+        f"({plan.profile.name} profile, {plan.profile.img_size} px)"
+    )
+    for column in ("network", "role", "MACs", "params", "MACs trained", "params trained", "top-1", "seeds"):
+        networks.add_column(column)
+    for row in retraining.members.itertuples(index=False):
+        costs = [
+            _count_or_blank(getattr(row, name, math.nan))
+            for name in ("macs", "params", "macs_trained", "params_trained")
+        ]
+        networks.add_row(row.label, row.role, *costs, pm(row.top1_mean, row.top1_std), str(row.seeds))
+    console.print(networks)
     table = Table(title="found networks against every eligible baseline and their random controls")
     for column in ("found", "reference", "at equal cost", "found top-1", "reference top-1",
                    "difference [bootstrap 95%]", "p (Holm)", "verdict"):  # fmt: skip
