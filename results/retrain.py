@@ -701,7 +701,7 @@ def run_retrain(
     _record_elsewhere(plan)
     results, skipped = [], []
     data: dict[int, Any] = {}
-    test: list[Any] = []  # loaded once, at the first training
+    tests: dict[int, Any] = {}  # loaded once (per seed for synthetic data, whose patterns the seed draws)
     trainings = plan.trainings()
     for index, t in enumerate(trainings, start=1):
         done = read_run(t.folder, t.member.label, t.seed, t.epochs, plan.score_on, t.plateau)
@@ -717,16 +717,16 @@ def run_retrain(
                         download=download,
                     )
                 }
-            if plan.score_on == "test" and not test:
-                test.append(
-                    load_test(
-                        plan.dataset,
-                        img_size=plan.profile.img_size,
-                        data_dir=plan.data_dir,
-                        in_chans=data[t.seed].in_chans,
-                        test_folder=plan.test_folder,
-                        download=download,
-                    )
+            test_seed = t.seed if plan.dataset == "synthetic" else 0
+            if plan.score_on == "test" and test_seed not in tests:
+                tests[test_seed] = load_test(
+                    plan.dataset,
+                    img_size=plan.profile.img_size,
+                    data_dir=plan.data_dir,
+                    in_chans=data[t.seed].in_chans,
+                    test_folder=plan.test_folder,
+                    download=download,
+                    seed=test_seed,
                 )
             callbacks = started(index, len(trainings), t.member, t.seed) if started is not None else None
             report, progress = callbacks or (None, None)
@@ -741,7 +741,7 @@ def run_retrain(
                     device=device,
                     report=report,
                     progress=progress,
-                    test=test[0] if test else None,
+                    test=tests.get(test_seed),
                 )
             except TrainingHeld:
                 why = f"{t.member.label} seed {t.seed}: another process is training it ({t.folder})"

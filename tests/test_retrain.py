@@ -280,7 +280,7 @@ def test_nas_retrain_trains_each_network_per_seed_scores_the_test_split_and_keep
     )
     assert comparisons["p_holm"].tolist() == pytest.approx(holm(comparisons["p"].tolist()), nan_ok=True)
     # scored on the test split: a run is a `nas train` run, and the same training alone scores the same
-    test = load_test("synthetic", img_size=PROFILE.img_size, in_chans=3)
+    test = load_test("synthetic", img_size=PROFILE.img_size, in_chans=3, seed=1)  # seed 1's patterns
     run = runs[(runs["label"] == "mine") & (runs["seed"] == 1)].iloc[0]
     scored = json.loads((Path(run["folder"]) / "history.json").read_text())["test"]
     assert scored["test_images"] == len(test.images) and scored["test_top1"] == pytest.approx(run["top1"])

@@ -4,6 +4,7 @@ resumes to exactly the weights of an uninterrupted run, and ends with a model fi
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from pathlib import Path
 
@@ -107,8 +108,33 @@ def test_cli_trains_an_arch_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert all(" images/s, loss " in line and "; epoch ends in " in line for line in lines)
     assert "epoch 1/1: top-1 " in result.output
     assert (out / "model.pt").exists() and (out / "history.json").exists()
+    # scored once, at the end, on the official test split (the held-out training images only watch the run)
+    scored = json.loads((out / "history.json").read_text())["test"]
+    assert scored["test_images"] == 10_000 and scored["test_set"]["test"] == 10_000
+    said = " ".join(result.output.split())
+    assert f"test top-1 {scored['test_top1']:.2f}% on the 10,000 images of the test split" in said
     again = CliRunner().invoke(app, ["train", str(arch_file), "--epochs", "1", "--out", str(out)])
     assert again.exit_code == 2 and "--resume" in again.output
+
+
+def test_cli_scores_on_the_held_out_images_only_when_asked_and_says_what_they_are(tmp_path: Path) -> None:
+    arch_file = tmp_path / "arch.json"
+    arch_file.write_text(ARCH.to_json())
+    small = ["--epochs", "1", "--train-samples", "64", "--batch-size", "32", "--dataset", "synthetic"]
+    result = CliRunner().invoke(
+        app, ["train", str(arch_file), *small, "--score-on", "val", "--out", str(tmp_path / "v")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "may have seen; --score-on test gives the unbiased figure" in " ".join(result.output.split())
+    assert "test" not in json.loads((tmp_path / "v" / "history.json").read_text())
+    for extra, says in (
+        (["--score-on", "train"], "score-on: test or val, not 'train'"),
+        (["--score-on", "val", "--test-folder", str(tmp_path)], "test-folder: it names the test split"),
+        (["--test-folder", str(tmp_path)], "names the test images of an imagefolder:PATH dataset"),
+    ):
+        bad = CliRunner().invoke(app, ["train", str(arch_file), *small, *extra, "--out", str(tmp_path / "x")])
+        assert bad.exit_code == 2 and says in " ".join(bad.output.split()), bad.output
+        assert "Traceback" not in bad.output and not (tmp_path / "x").exists()
 
 
 def test_an_exported_network_trains_under_its_own_spaces_profile(tmp_path: Path) -> None:

@@ -700,6 +700,7 @@ def train(arch: str, **options: Any) -> None:
                 in_chans=data.in_chans,
                 test_folder=given.test_folder,
                 download=given.download,
+                seed=given.seed,  # only synthetic data's test images depend on it
             )
         default = Path(arch).stem if arch.endswith(".json") else weights_name(built).removesuffix(".pt")
         target = Path(given.out) if given.out else Path("runs") / "train" / default
@@ -727,7 +728,8 @@ def train(arch: str, **options: Any) -> None:
         )
     else:
         console.print(
-            f"top-1 {result['top1']:.2f}% on the held-out training images after {result['epochs']} epochs"
+            f"top-1 {result['top1']:.2f}% on the held-out training images after {result['epochs']} epochs "
+            "(images a search of this dataset may have seen; --score-on test gives the unbiased figure)"
         )
     console.print(f"model: {result['model_file']}")
 
