@@ -71,6 +71,7 @@ import pandas as pd
 from evaluators.data import load_dataset, load_test, study_overlap
 from evaluators.proxy import TrainingDiverged
 from evaluators.ranking import kendall_tau, spearman
+from evaluators.registry import get_evaluator
 from evaluators.train import TrainingHeld, train_arch
 from nas.core.arch import Arch
 from nas.core.atomic import merge_json, replaced
@@ -458,8 +459,11 @@ def _check_unseen(plan: RetrainPlan, manifest: dict[str, Any], settings: dict[st
 
 
 def _trains_nothing(settings: dict[str, Any]) -> bool:
-    evaluator = str(settings.get("evaluator") or "")
-    return evaluator.split(":")[0] in ("complexity", "zero-cost", "zerocost")
+    """Whether the study's evaluator only counts (reads no image)."""
+    try:
+        return get_evaluator(str(settings.get("evaluator") or "")).counts_only
+    except ValueError:
+        return False
 
 
 def _references(
