@@ -175,7 +175,8 @@ class RetrainPlan:
     controls: int = 0
     control_seed: int = 0
     control_shortfall: tuple[str, ...] = ()  # a sentence per found network with fewer controls than asked
-    not_compared: tuple[str, ...] = ()  # the baselines cheaper than every found network
+    not_compared: tuple[str, ...] = ()  # the baselines no found network is compared with (:meth:`eligible`)
+    max_cost_ratio: float | None = None  # compare only with baselines of at most this many times the MACs
     plateau: tuple[str, ...] = ()  # the labels of the networks the plateau check trains twice as long
 
     def folder(self, member: Member, seed: int) -> Path:
@@ -210,13 +211,16 @@ class RetrainPlan:
     def found(self) -> list[Member]:
         return [m for m in self.members if m.role == "found"]
 
+    def eligible(self, found: Member, baseline: Member) -> bool:
+        return eligible(found, baseline, self.max_cost_ratio)
+
     def references(self, found: Member) -> list[tuple[Member, str]]:
         """What ``found`` is compared with, each with its ``equal_cost`` sentence: every baseline it does
         not exceed at the search's scale (whether it does not at the scale trained either), then its controls
         (whether each costs no more than it at both scales, as drawn)."""
         out = []
         for b in self.members:
-            if b.role == "baseline" and _within(found.costs, b.costs, SEARCH_COSTS):
+            if b.role == "baseline" and self.eligible(found, b):
                 out.append((b, equal_cost(found.costs, b.costs)))
         # a control is drawn no costlier than the found network: the rule a random search under its cost keeps
         out += [(c, equal_cost(c.costs, found.costs)) for c in self.members if c.control_of == found.label]
@@ -245,6 +249,14 @@ def equal_cost(mine: dict[str, float], theirs: dict[str, float]) -> str:
     return "; ".join(failed) or "both"
 
 
+def eligible(found: Member, baseline: Member, max_cost_ratio: float | None = None) -> bool:
+    """Whether ``found`` is compared with ``baseline``: it costs no more at the search's scale (MACs and
+    params), and, with ``max_cost_ratio`` R, the baseline has at most R times its MACs there."""
+    if not _within(found.costs, baseline.costs, SEARCH_COSTS):
+        return False
+    return max_cost_ratio is None or baseline.costs["macs"] <= max_cost_ratio * found.costs["macs"]
+
+
 def _within(mine: dict[str, float], theirs: dict[str, float], names: Sequence[str]) -> bool:
     return all(name in mine and name in theirs and mine[name] <= theirs[name] for name in names)
 
@@ -267,6 +279,7 @@ def plan_retrain(
     controls: int = 3,
     control_seed: int = 0,
     plateau: bool = True,
+    max_cost_ratio: float | None = None,
 ) -> RetrainPlan:
     """The plan for the study in ``run_dir``; every choice is checked here, before anything trains, and a
     bad one is a ValueError of one sentence."""
@@ -287,6 +300,8 @@ def plan_retrain(
         raise ValueError(f"control-seed: a whole number from 0 to {MAX_SEED}, got {control_seed!r}")
     if trials is not None and top is not None:
         raise ValueError("top: give --trial or --top, not both (--top takes the front's best)")
+    if max_cost_ratio is not None and not (isinstance(max_cost_ratio, (int, float)) and max_cost_ratio >= 1):
+        raise ValueError(f"max-cost-ratio: a number of at least 1, got {max_cost_ratio!r}")
     rows = {int(n): row for n, (_, row) in zip(frame["number"], frame.iterrows(), strict=True)}
     if trials is not None:
         numbers = list(dict.fromkeys(int(n) for n in trials))
@@ -323,7 +338,7 @@ def plan_retrain(
         for member in _references(space, frame, objectives, scale):
             if member.arch.key in chosen:
                 continue
-            if any(_within(f.costs, member.costs, SEARCH_COSTS) for f in found):
+            if any(eligible(f, member, max_cost_ratio) for f in found):
                 references.append(member)
             else:
                 not_compared.append(member.label)
@@ -364,6 +379,7 @@ def plan_retrain(
         control_seed=control_seed,
         control_shortfall=tuple(shortfall),
         not_compared=tuple(not_compared),
+        max_cost_ratio=max_cost_ratio,
         plateau=tuple(x for x in (first_found, first_reference) if x is not None) if plateau else (),
     )
     _check_schedule(plan)
@@ -524,7 +540,16 @@ def combine_plans(plans: Sequence[RetrainPlan], out: str | Path) -> RetrainPlan:
         raise ValueError("combine: no plan")
     first = plans[0]
     for plan in plans[1:]:
-        for name in ("seeds", "profile", "dataset", "config", "score_on", "macs_img_size", "controls"):
+        for name in (
+            "seeds",
+            "profile",
+            "dataset",
+            "config",
+            "score_on",
+            "macs_img_size",
+            "controls",
+            "max_cost_ratio",
+        ):
             if getattr(plan, name) != getattr(first, name):
                 raise ValueError(f"combine: the plans of {first.study!r} and {plan.study!r} differ in {name}")
     members: dict[str, Member] = {}
@@ -777,6 +802,7 @@ def protocol(plan: RetrainPlan) -> dict[str, Any]:
         "control_seed": plan.control_seed,
         "control_shortfall": list(plan.control_shortfall),
         "not_compared": list(plan.not_compared),
+        "max_cost_ratio": plan.max_cost_ratio,
         "plateau": list(plan.plateau),
         "members": [
             {

@@ -173,8 +173,16 @@ def protocol_lines(retraining: Retraining) -> list[str]:
         "classes) it does not exceed; the equal_cost column says whether that also holds at the scale "
         f"trained ({plan.profile.img_size} px, the {plan.profile.name} profile's network), or where it fails."
     )
+    if plan.max_cost_ratio is not None:
+        lines.append(
+            f"Only baselines of at most {plan.max_cost_ratio:g} times a found network's MACs at the search's "
+            "scale are compared with it (--max-cost-ratio)."
+        )
     if plan.not_compared:
-        lines.append(f"Not compared (cheaper than every found network): {', '.join(plan.not_compared)}.")
+        why = "cheaper than every found network" + (
+            f", or over {plan.max_cost_ratio:g} times its MACs" if plan.max_cost_ratio is not None else ""
+        )
+        lines.append(f"Not compared ({why}): {', '.join(plan.not_compared)}.")
     if plan.controls:
         lines.append(
             f"Random controls: for each found network, {plan.controls} architectures drawn by the space's "

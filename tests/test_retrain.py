@@ -191,6 +191,20 @@ def test_the_plan_takes_the_front_and_every_baseline_some_found_network_does_not
     assert {m.label for m in plan.members if m.role == "baseline"} == eligible
     assert set(plan.not_compared) == set(candidates) - eligible
     assert plan.plateau == (found[0].label, next(m.label for m in plan.members if m.role == "baseline"))
+    # a declared band instead of a hand-picked subset: baselines of at most 1.5x a found network's MACs
+    banded = plan_retrain(study, config=TINY, seeds=[0], controls=0, max_cost_ratio=1.5)
+    within = {
+        name
+        for name, c in costs.items()
+        if any(
+            f.costs["macs"] <= c["macs"] <= 1.5 * f.costs["macs"] and f.costs["params"] <= c["params"]
+            for f in found
+        )
+    }
+    assert {m.label for m in banded.members if m.role == "baseline"} == within
+    assert set(banded.not_compared) == set(candidates) - within
+    for f in banded.found():
+        assert all(r.costs["macs"] <= 1.5 * f.costs["macs"] for r, _ in banded.references(f))
     (best,) = plan_retrain(study, config=TINY, top=1, baselines=False, controls=0).members
     macs = pd.to_numeric(frame.set_index("number").loc[front, "macs"])
     assert best.number == int(macs.idxmin())  # the first objective, minimized
@@ -228,6 +242,9 @@ def test_random_controls_cost_no_more_than_their_found_network_at_both_scales(st
         ({"seeds": []}, "seeds: between 1 and 20 seeds, got 0"),
         ({"seeds": [-1]}, "seeds: each a whole number from 0 to"),
         ({"profile": "huge"}, "huge"),
+        ({"max_cost_ratio": 0.5}, "max-cost-ratio: a number of at least 1, got 0.5"),
+        ({"controls": 21}, "controls: a whole number from 0 to 20"),
+        ({"score_on": "train"}, "score-on: test or val, not 'train'"),
     ],
 )
 def test_a_bad_choice_is_refused_before_anything_trains(study: Path, changes: dict, says: str) -> None:

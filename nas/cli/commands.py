@@ -791,6 +791,7 @@ def retrain(study: str, **options: Any) -> None:
             controls=given.controls,
             control_seed=given.control_seed,
             plateau=given.plateau,
+            max_cost_ratio=given.max_cost_ratio,
         )
         _say_behind(behind)
         total = len(plan.trainings())

@@ -102,6 +102,9 @@ class RetrainOptions:
     )
     seeds: str = declare("0,1,2", "Seeds, each a training of every network.")
     profile: str | None = declare(None, "cpu | gpu | full.", shown="the study's profile")
+    max_cost_ratio: float | None = declare(
+        None, "Compare only with baselines of at most R x a found network's MACs.", shown="every one"
+    )
     controls: int = declare(3, "Random architectures per found network, no costlier than it (0: none).")
     control_seed: int = declare(0, "Seed of the random controls.")
     plateau: bool = declare(
