@@ -35,7 +35,25 @@ what every evaluator here sees) and scores each with:
 For each evaluator it reports Spearman's rho, Kendall's tau-b, tau-b within the reference's top 10% (at least
 5 architectures; :func:`evaluators.ranking.kendall_top`), precision@5 and the cost in wall seconds per
 architecture (and in this process's CPU seconds, which a shared machine's other load does not lengthen), and
-which proxy variant ranks best and whether it beats the ``cpu`` profile's own proxy.
+which proxy variant ranks best and whether it beats the ``cpu`` profile's own proxy. Each rank metric comes
+with its 95% percentile bootstrap interval over the study's architectures (``"spearman_ci": [lo, hi]`` in
+the JSON, ``0.921 [0.76, 0.97]`` in the tables): ``--resamples`` (2000) resamples with replacement, seeded
+per study, every evaluator of a study resampled alike; a resample with fewer than 3 distinct architectures,
+or one where a metric is undefined (a constant vector), is skipped (``ci_resamples`` counts the rest). The
+statistic is :mod:`evaluators.ranking`'s, as for the figure. With 20 architectures the intervals are wide
+(a Spearman of 0.83 reads [0.54, 0.94]), and the top-10% tau's, over 5, spans [-1, 1].
+
+In sample and out of sample. Today's defaults, the space's ``cpu`` profile and ``OneShotConfig()``, were
+chosen on the studies of seeds 1 and 2 (:data:`IN_SAMPLE_SEEDS`; notes/lab-notebook.md, "Evaluator
+quality"), so their figures there are in sample. Any other seed is out of sample: its sample seeds
+``seed * 1000 + i`` (i < 1000) are disjoint from theirs by construction, and a draw whose shrunk network one
+of the in-sample studies has (what every evaluator here sees) is skipped (``excluded_sample_seeds``; sasa
+seed 3's draw 3004, one of seed 1's networks). ``--frozen`` runs only the frozen defaults' evaluators
+(:data:`FROZEN`: proxy ``cpu``, ``oneshot``, the zero-cost scores) besides the reference, so a fresh study
+(``--seed 3 4``) spends nothing on variants; ``--out-of-sample`` prints, per space, those evaluators' Spearman
+and Kendall per seed, in sample (1, 2) beside out of sample (the other seeds of ``--seed``, else 3 and 4),
+each with its interval, and each group's mean with the interval of the mean ("not measured yet" where a
+study's cache lacks them), from the caches without training anything.
 
 The cheap parts run first (zero-cost scores, the one-shot supernet and its scores, every proxy variant), then
 the references one architecture at a time. Every result is cached as it is computed, in one small JSON file
@@ -55,6 +73,8 @@ Run from the repository root::
     .venv/bin/python benchmarks/evaluator_quality.py --status                   # all four studies
     .venv/bin/python benchmarks/evaluator_quality.py --markdown
     .venv/bin/python benchmarks/evaluator_quality.py --space sasa --seed 1 --device cuda  # on a GPU, in bf16
+    .venv/bin/python benchmarks/evaluator_quality.py --space coatnet --seed 3 4 --frozen  # out of sample
+    .venv/bin/python benchmarks/evaluator_quality.py --out-of-sample              # in beside out of sample
 
 ``--device cuda`` trains the proxies, the references and the one-shot supernet on the GPU (the zero-cost
 scores stay on the CPU); its results are cached apart from the CPU's and written as ``<space>-s<seed>-cuda``.
@@ -84,6 +104,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,7 +132,17 @@ from search_spaces.base import ProxyProfile, SearchSpace  # noqa: E402
 
 PROFILE, DATASET = "cpu", "fashion-mnist"
 SPACES = ("coatnet", "sasa")
-STUDY_SEEDS = (1, 2)  # the study's seeds; seed 0 was the earlier 10x study's
+# The seeds the defaults a search uses were chosen on, so their figures are in sample: the cpu profiles
+# (coatnet's 4000-image proxy, picked against these seeds' 25x references and kept against the 50x ones;
+# sasa's 10 epochs, picked on both seeds' figures) and OneShotConfig(), kept after its variants were
+# measured against it on these seeds, ten in coatnet (notes/lab-notebook.md, "Evaluator quality"). Any
+# other seed samples fresh architectures (sample seeds seed * 1000 + i, i < 1000: disjoint from these by
+# construction, and the in-sample studies' shrunk networks are skipped, :meth:`Study.__init__`) and is out
+# of sample.
+IN_SAMPLE_SEEDS = (1, 2)
+OUT_OF_SAMPLE_SEEDS = (3, 4)  # the first fresh seeds: what --out-of-sample shows unless --seed names others
+STUDY_SEEDS = IN_SAMPLE_SEEDS  # the study's default seeds; seed 0 was the earlier 10x study's
+DEFAULT_N = 20  # architectures per study (--n), as the in-sample studies sampled them
 ZERO_COST = ("params", "macs", "synflow", "naswot")
 TOP_FRAC, TOP_MIN, PRECISION_K = 0.1, 5, 5
 STEM_MIN = 3  # references a stem needs before :func:`by_stem` compares it with another
@@ -120,6 +151,16 @@ MIN_ONESHOT_KENDALL = 0.6  # the one-shot supernet well enough to search with
 MAX_VARIANT_SHARE = 0.1  # a proxy variant trains at most this share of the reference's images
 DEFAULT_VARIANT = "cpu"  # the space's cpu profile as it is: the proxy a search uses
 DEFAULT_ONESHOT = "default"  # OneShotConfig() as it is: the one-shot evaluator a search uses
+# The rank metrics each evaluator is reported with, each with a percentile bootstrap interval over the
+# study's architectures (:func:`bootstrap_rank_metrics`): BOOTSTRAP_RESAMPLES resamples (``--resamples``)
+# drawn with numpy's generator seeded (BOOTSTRAP_SEED, study seed); a resample with fewer than
+# BOOTSTRAP_MIN_DISTINCT distinct architectures is skipped, and so is a metric undefined on it (a constant
+# vector).
+METRICS = ("spearman", "kendall", "kendall_top10", "precision_at_5")
+BOOTSTRAP_RESAMPLES, BOOTSTRAP_LEVEL, BOOTSTRAP_SEED, BOOTSTRAP_MIN_DISTINCT = 2000, 0.95, 0, 3
+# The evaluators of today's defaults, frozen: the space's cpu profile's proxy, OneShotConfig()'s supernet and
+# the training-free rankers (``--frozen`` runs these only; ``--out-of-sample`` compares them across seeds).
+FROZEN = (f"proxy:{DEFAULT_VARIANT}", "oneshot", *ZERO_COST)
 # Profile fields the one-shot evaluator does not read (it trains on OneShotConfig's schedule), left out of
 # its results' cache key so a change of the proxy's schedule does not retrain the supernet.
 ONESHOT_IGNORES = ("name", "description", "epochs", "train_samples", "batch_size")
@@ -333,10 +374,13 @@ def describe(profile: ProxyProfile) -> str:
     )
 
 
-def sample_archs(space: SearchSpace, profile: ProxyProfile, n: int, seed: int) -> list[tuple[int, Arch]]:
-    """``n`` (sample seed, arch) with distinct shrunk networks, drawn with seeds ``seed * 1000 + i``."""
+def sample_archs(
+    space: SearchSpace, profile: ProxyProfile, n: int, seed: int, exclude: frozenset[str] = frozenset()
+) -> list[tuple[int, Arch]]:
+    """``n`` (sample seed, arch) with distinct shrunk networks, drawn with seeds ``seed * 1000 + i``,
+    skipping any whose shrunk network is in ``exclude``."""
     out: list[tuple[int, Arch]] = []
-    seen: set[str] = set()
+    seen: set[str] = set(exclude)
     for i in range(1000):
         arch = space.sample_random(seed * 1000 + i)
         key = profile.apply(arch).key
@@ -346,6 +390,17 @@ def sample_archs(space: SearchSpace, profile: ProxyProfile, n: int, seed: int) -
             if len(out) == n:
                 return out
     raise ValueError(f"n: found only {len(out)} distinct architectures in 1000 samples of {space.name}")
+
+
+@functools.cache
+def in_sample_networks(space: str, n: int = DEFAULT_N) -> frozenset[str]:
+    """The shrunk networks (keys) of ``space``'s in-sample studies (:data:`IN_SAMPLE_SEEDS`, ``n`` each):
+    what an out-of-sample study does not sample again."""
+    sp = get_space(space)
+    base = sp.profile(PROFILE)
+    return frozenset(
+        base.apply(arch).key for seed in IN_SAMPLE_SEEDS for _, arch in sample_archs(sp, base, n, seed)
+    )
 
 
 def trained_images(profile: ProxyProfile, data: DataSplit) -> int:
@@ -652,8 +707,19 @@ class Study:
                     f"proxy variant {name!r}: trains {images} images, more than a tenth of the reference's "
                     f"{self.ref_images} ({space})"
                 )
-        self.archs = sample_archs(self.space, self.base, args.n, seed)
+        self.in_sample = seed in IN_SAMPLE_SEEDS
+        # out of sample: the sample seeds differ by construction; the in-sample studies' shrunk networks
+        # (what the evaluators see) are skipped too (sasa seed 3's draw 3004 is one of seed 1's)
+        exclude = frozenset() if self.in_sample else in_sample_networks(space)
+        self.archs = sample_archs(self.space, self.base, args.n, seed, exclude)
+        chosen = {s for s, _ in self.archs}
+        self.excluded = [
+            s
+            for s in range(seed * 1000, self.archs[-1][0])
+            if s not in chosen and self.base.apply(self.space.sample_random(s)).key in exclude
+        ]
         self.repeats = args.ref_repeats
+        self.resamples = args.resamples
         variants = args.oneshot_variants or ONESHOT_VARIANTS[space]
         oneshots = [OneShot(args, v, self.space, self.base, self.data, seed, self.device) for v in variants]
         self.oneshots = {o.name: o for o in oneshots}
@@ -917,8 +983,10 @@ class Study:
         names = [part.name for part in self.parts if part.kind in ("proxy", "oneshot")]
         return names + list(ZERO_COST)
 
-    def result(self) -> dict[str, Any]:
-        """The study's JSON: settings, summary over the architectures whose reference is done, rows."""
+    def result(self, distributions: dict[str, dict[str, list[float]]] | None = None) -> dict[str, Any]:
+        """The study's JSON: settings, summary over the architectures whose reference is done, rows
+        (``distributions``, where given, receives each evaluator's bootstrap distributions:
+        :func:`summarize`)."""
         rows = self.rows()
         oneshot_info = self.oneshot_infos()
         images = {part.name: part.trained_images for part in self.parts if part.trained_images is not None}
@@ -932,6 +1000,9 @@ class Study:
             "n": len(self.archs),
             "seed": self.seed,
             "sample_seeds": [seed for seed, _ in self.archs],
+            "in_sample": self.in_sample,
+            "in_sample_seeds": list(IN_SAMPLE_SEEDS),
+            "excluded_sample_seeds": self.excluded,  # drew a shrunk network of an in-sample study
             "dataset": self.data.describe(),
             "cpu_profile": dataclasses.asdict(self.base),
             "variants": {
@@ -963,6 +1034,13 @@ class Study:
                 "where a cached result predates them"
             ),
             "ranking": {"top_frac": TOP_FRAC, "top_min": TOP_MIN, "precision_k": PRECISION_K},
+            "bootstrap": {
+                "resamples": self.resamples,
+                "level": BOOTSTRAP_LEVEL,
+                "seed": [BOOTSTRAP_SEED, self.seed],
+                "min_distinct": BOOTSTRAP_MIN_DISTINCT,
+                "method": "percentile, architectures resampled with replacement",
+            },
             "torch_threads": torch.get_num_threads(),  # this process's; each trained result says its own
             "cpu_count": os.cpu_count(),
             "torch": torch.__version__,
@@ -971,7 +1049,7 @@ class Study:
             "device": self.device.type,
         }
         evaluators = self.evaluators()
-        summary = summarize(rows, evaluators, oneshot_info)
+        summary = summarize(rows, evaluators, oneshot_info, self.resamples, self.seed, distributions)
         summary["reference_noise"] = reference_noise(rows)
         summary["by_stem"] = by_stem(rows, evaluators)
         return {
@@ -1018,13 +1096,97 @@ def _mean(values: list[float | None]) -> float | None:
     return None if not values or None in values else sum(values) / len(values)
 
 
+_METRICS: dict[str, Callable[[list[float], list[float]], float]] = {
+    "spearman": spearman,
+    "kendall": kendall_tau,
+    "kendall_top10": lambda ref, pred: kendall_top(ref, pred, frac=TOP_FRAC, min_items=TOP_MIN).tau,
+    "precision_at_5": lambda ref, pred: precision_at_k(ref, pred, k=PRECISION_K),
+}
+
+
+def rank_metrics(ref: list[float], pred: list[float]) -> dict[str, Any]:
+    """Every rank metric of ``pred`` against ``ref`` (:data:`METRICS`, higher is better in both), and how
+    many architectures the top-10% tau is over."""
+    top = kendall_top(ref, pred, frac=TOP_FRAC, min_items=TOP_MIN)
+    return {
+        "spearman": spearman(ref, pred),
+        "kendall": kendall_tau(ref, pred),
+        "kendall_top10": top.tau,
+        "kendall_top10_count": top.count,
+        "precision_at_5": precision_at_k(ref, pred, k=PRECISION_K),
+    }
+
+
+def bootstrap_rank_metrics(
+    ref: list[float],
+    pred: list[float],
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = 0,
+    metrics: tuple[str, ...] = METRICS,
+) -> dict[str, list[float]]:
+    """Each of ``metrics`` on ``resamples`` resamples of the architectures drawn with replacement, in draw
+    order (the statistic is :mod:`evaluators.ranking`'s, as for the figure itself): resample b takes the
+    architectures of row b of ``numpy.random.default_rng((BOOTSTRAP_SEED, seed)).integers(0, n, (resamples,
+    n))``, so every evaluator of a study (``seed``: the study's) with its n architectures is resampled alike
+    and different studies independently. A resample is nan where skipped: fewer than
+    :data:`BOOTSTRAP_MIN_DISTINCT` distinct architectures, or the metric undefined on it (a constant
+    vector, nan by :mod:`evaluators.ranking`)."""
+    n = len(ref)
+    if len(pred) != n:
+        raise ValueError(f"scores of different lengths: {n} and {len(pred)}")
+    draws = np.random.default_rng((BOOTSTRAP_SEED, seed)).integers(0, n, size=(resamples, n)).tolist()
+    out: dict[str, list[float]] = {metric: [] for metric in metrics}
+    for picks in draws:
+        skip = len(set(picks)) < BOOTSTRAP_MIN_DISTINCT
+        ref_b, pred_b = [ref[i] for i in picks], [pred[i] for i in picks]
+        for metric in metrics:
+            out[metric].append(math.nan if skip else _METRICS[metric](ref_b, pred_b))
+    return out
+
+
+def percentile_interval(values: list[float], level: float = BOOTSTRAP_LEVEL) -> list[float] | None:
+    """The percentile interval of a bootstrap distribution (its nan entries, skipped resamples, left out):
+    the (1 - level) / 2 and (1 + level) / 2 quantiles, each the smallest value whose share of the
+    distribution at or below it reaches the quantile (numpy's ``inverted_cdf``, as
+    :func:`results.stats.bootstrap_interval` takes them); None where no resample counts."""
+    kept = sorted(v for v in values if not math.isnan(v))
+    if not kept:
+        return None
+
+    def quantile(q: float) -> float:
+        return kept[max(0, math.ceil(q * len(kept) - 1e-9) - 1)]
+
+    return [quantile((1 - level) / 2), quantile((1 + level) / 2)]
+
+
+def mean_interval(distributions: list[list[float]], level: float = BOOTSTRAP_LEVEL) -> list[float] | None:
+    """The percentile interval of the mean of several studies' figures: each study's bootstrap distribution
+    (:func:`bootstrap_rank_metrics`, independent draws, equally many) averaged draw by draw, a draw that any
+    study skipped left out."""
+    means = [
+        statistics.fmean(draw)
+        for draw in zip(*distributions, strict=True)
+        if not any(math.isnan(v) for v in draw)
+    ]
+    return percentile_interval(means, level)
+
+
 def summarize(
-    rows: list[dict[str, Any]], evaluators: list[str], oneshot_info: dict[str, dict[str, Any] | None]
+    rows: list[dict[str, Any]],
+    evaluators: list[str],
+    oneshot_info: dict[str, dict[str, Any] | None],
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = 0,
+    distributions: dict[str, dict[str, list[float]]] | None = None,
 ) -> dict[str, Any]:
     """Rank agreement of every evaluator with the reference, over the rows where both are done and the
     reference did not diverge; the best proxy variant by Spearman and the best one-shot variant by Kendall
     (the targets' measures), and whether each beats its default. ``oneshot_info``: each one-shot variant's
-    supernet training (None while not trained), amortised over the rows."""
+    supernet training (None while not trained), amortised over the rows. Beside each metric ``<metric>_ci``,
+    its percentile bootstrap interval over those rows (``resamples`` resamples of the study with seed
+    ``seed``, :func:`bootstrap_rank_metrics`; none with ``resamples`` 0 or under
+    :data:`BOOTSTRAP_MIN_DISTINCT` rows), and ``ci_resamples``, how many resamples each interval counts;
+    ``distributions``, where given, receives each evaluator's bootstrap distributions by name."""
     done = [row for row in rows if "reference" in row and row["reference"]["top1"] is not None]
     out: dict[str, Any] = {"evaluators": {}}
     for name in evaluators:
@@ -1048,14 +1210,17 @@ def summarize(
                 entry["cpu_seconds_per_arch"] = None if train_cpu is None else cpu + train_cpu / len(rows)
         if len(both) >= 2:
             ref, pred = [score(r, "reference") for r in both], [score(r, name) for r in both]
-            top = kendall_top(ref, pred, frac=TOP_FRAC, min_items=TOP_MIN)
-            entry.update(
-                spearman=spearman(ref, pred),
-                kendall=kendall_tau(ref, pred),
-                kendall_top10=top.tau,
-                kendall_top10_count=top.count,
-                precision_at_5=precision_at_k(ref, pred, k=PRECISION_K),
-            )
+            dists = None
+            if resamples and len(both) >= BOOTSTRAP_MIN_DISTINCT:
+                dists = bootstrap_rank_metrics(ref, pred, resamples, seed)
+            for key, value in rank_metrics(ref, pred).items():
+                entry[key] = value
+                if dists is not None and key in dists:
+                    entry[f"{key}_ci"] = percentile_interval(dists[key])
+            if dists is not None:
+                entry["ci_resamples"] = {m: sum(not math.isnan(v) for v in d) for m, d in dists.items()}
+                if distributions is not None:
+                    distributions[name] = dists
         out["evaluators"][name] = entry
     ran = [row for row in rows if "reference" in row]
     out["reference"] = {
@@ -1260,12 +1425,20 @@ def _label(name: str) -> str:
     return _LABELS.get(name, name.replace("proxy:", "proxy ").replace("oneshot:", "one-shot "))
 
 
+def _cell(entry: dict[str, Any], metric: str, fmt: str) -> str:
+    """A metric as the tables show it: ``0.921 [0.80, 0.97]``, its bootstrap interval beside it where the
+    summary has one."""
+    text = _num(entry.get(metric), fmt)
+    interval = entry.get(f"{metric}_ci")
+    return text if text == "-" or interval is None else f"{text} [{interval[0]:.2f}, {interval[1]:.2f}]"
+
+
 def markdown(result: dict[str, Any]) -> str:
     """The README's table of one study (marked partial while results are missing)."""
     st, summary = result["settings"], result["summary"]
     n, done = st["n"], summary["reference"]["n"]
     ref = st["reference_profile"]
-    title = f"#### `{st['space']}`, seed {st['seed']}"
+    title = f"#### `{st['space']}`, seed {st['seed']}" + ("" if st["in_sample"] else " (out of sample)")
     if result["partial"]:
         left = ", ".join(f"{name} {count}" for name, count in result["missing"].items() if count)
         title += f" (partial: {done} of {n} references; missing per part: {left})"
@@ -1277,6 +1450,7 @@ def markdown(result: dict[str, Any]) -> str:
         f"{st['reference_to_proxy_compute']:.1f}x the cpu profile's), validated on "
         f"{ref['val_samples'] or 'all ' + str(st['dataset']['val'])} images.",
         "",
+        *_bootstrap_note(st),
         "| evaluator | trained images | archs | Spearman | Kendall | Kendall in ref. top 10% | precision@5 "
         "| s / arch |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -1290,10 +1464,10 @@ def markdown(result: dict[str, Any]) -> str:
             continue
         images = st["trained_images"].get(name, "")
         top = s.get("kendall_top10")
-        top_text = "-" if top is None else f"{_num(top, '.2f')} ({s['kendall_top10_count']})"
+        top_text = "-" if top is None else f"{_cell(s, 'kendall_top10', '.2f')} ({s['kendall_top10_count']})"
         lines.append(
-            f"| {label} | {images} | {s['n']} | {_num(s.get('spearman'), '.3f')} | "
-            f"{_num(s.get('kendall'), '.3f')} | {top_text} | {_num(s.get('precision_at_5'), '.2f')} | "
+            f"| {label} | {images} | {s['n']} | {_cell(s, 'spearman', '.3f')} | "
+            f"{_cell(s, 'kendall', '.3f')} | {top_text} | {_cell(s, 'precision_at_5', '.2f')} | "
             f"{_num(s['seconds_per_arch'], '.2f')} |"
         )
     lines.append(
@@ -1333,6 +1507,27 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _bootstrap_note(st: dict[str, Any]) -> list[str]:
+    """The sentences that say whether the study is in sample and what the tables' brackets are."""
+    seeds = " and ".join(str(seed) for seed in st["in_sample_seeds"])
+    if st["in_sample"]:
+        sample = f"In sample: today's defaults were chosen on seeds {seeds}."
+    else:
+        skipped = st["excluded_sample_seeds"]
+        sample = f"Out of sample: fresh architectures, none of seeds {seeds}'s" + (
+            f" (sample seed(s) {', '.join(map(str, skipped))} drew one of theirs and were skipped)."
+            if skipped
+            else "."
+        )
+    boot = st["bootstrap"]
+    if boot["resamples"]:
+        sample += (
+            f" In brackets: {100 * boot['level']:.0f}% percentile bootstrap intervals over the architectures "
+            f"({boot['resamples']} resamples with replacement)."
+        )
+    return [sample, ""]
+
+
 def _by_stem_lines(stems: dict[str, Any] | None) -> list[str]:
     """:func:`by_stem`'s table: each evaluator's mean top-1 and Spearman within each stem."""
     if not stems:
@@ -1365,6 +1560,108 @@ def _by_stem_lines(stems: dict[str, Any] | None) -> list[str]:
             + f" | {_num(entry['within'], '.3f')} |"
         )
     return lines
+
+
+OOS_METRICS = ("spearman", "kendall")  # what the out-of-sample tables compare
+
+
+def out_of_sample(
+    space: str, results: dict[int, dict[str, Any]], distributions: dict[int, dict[str, Any]]
+) -> dict[str, Any]:
+    """The frozen defaults' evaluators (:data:`FROZEN`) in sample and out of sample for one space: per seed of
+    ``results`` (each its study's :meth:`Study.result`; ``distributions`` its bootstrap distributions by
+    evaluator), each of :data:`OOS_METRICS` with its interval, over ``n`` of the study's ``of``
+    architectures (None: not measured yet); and per group (``in_sample``: the seeds of
+    :data:`IN_SAMPLE_SEEDS`, ``out_of_sample``: the others) the mean of its seeds' figures with the
+    interval of that mean (:func:`mean_interval`), None unless every seed of the group has the figure over
+    all its architectures."""
+    groups = {
+        "in_sample": [seed for seed in results if seed in IN_SAMPLE_SEEDS],
+        "out_of_sample": [seed for seed in results if seed not in IN_SAMPLE_SEEDS],
+    }
+    out: dict[str, Any] = {"space": space, "seeds": groups, "evaluators": {}}
+    for name in FROZEN:
+        entry: dict[str, Any] = {}
+        for metric in OOS_METRICS:
+            cells: dict[int, dict[str, Any] | None] = {}
+            for seed, result in results.items():
+                s = result["summary"]["evaluators"].get(name) or {}
+                value = s.get(metric)
+                cells[seed] = (
+                    None
+                    if value is None or not math.isfinite(value)
+                    else {
+                        "value": value,
+                        "ci": s.get(f"{metric}_ci"),
+                        "n": s["n"],
+                        "of": result["settings"]["n"],
+                    }
+                )
+            entry[metric] = {"seeds": cells}
+            for group, seeds in groups.items():
+                chosen = [cells[seed] for seed in seeds]
+                if not seeds or any(c is None or c["n"] < c["of"] for c in chosen):
+                    entry[metric][group] = None
+                    continue
+                dists = [distributions[seed].get(name, {}).get(metric) for seed in seeds]
+                entry[metric][group] = {
+                    "value": statistics.fmean(c["value"] for c in chosen),  # type: ignore[index]
+                    "ci": None if None in dists else mean_interval(dists),  # type: ignore[arg-type]
+                }
+        out["evaluators"][name] = entry
+    return out
+
+
+def out_of_sample_markdown(oos: dict[str, Any], results: dict[int, dict[str, Any]]) -> str:
+    """:func:`out_of_sample`'s tables, one per metric, for the README (``results``: the studies it read)."""
+    inside, outside = oos["seeds"]["in_sample"], oos["seeds"]["out_of_sample"]
+
+    def seeds_text(seeds: list[int]) -> str:
+        return ", ".join(str(seed) for seed in seeds)
+
+    def drawn(seed: int) -> str:
+        samples = results[seed]["settings"]["sample_seeds"]
+        return f"{min(samples)}-{max(samples)}"
+
+    def cell(c: dict[str, Any] | None, partial: bool = True) -> str:
+        if c is None:
+            return "not measured yet"
+        text = f"{c['value']:.3f}" + ("" if c["ci"] is None else f" [{c['ci'][0]:.2f}, {c['ci'][1]:.2f}]")
+        return text + (f" ({c['n']} of {c['of']})" if partial and c.get("n", 0) < c.get("of", 0) else "")
+
+    boot = next(iter(results.values()))["settings"]["bootstrap"]
+    lines = [
+        f"#### `{oos['space']}`: today's defaults in and out of sample",
+        "",
+        f"In sample: seeds {seeds_text(inside)} (today's defaults were chosen on these studies: the cpu "
+        f"profile's schedule and `OneShotConfig()`, `IN_SAMPLE_SEEDS`); out of sample: seeds "
+        f"{seeds_text(outside)}, fresh architectures (sample seeds "
+        + ", ".join(drawn(seed) for seed in outside)
+        + " against "
+        + ", ".join(drawn(seed) for seed in inside)
+        + ", and none of the in-sample studies' shrunk networks), the defaults frozen. Each figure is "
+        f"over its study's architectures against that study's own reference, per seed, with its "
+        f"{100 * boot['level']:.0f}% percentile bootstrap interval over the architectures "
+        f"({boot['resamples']} resamples); a mean is the seeds' figures averaged, its interval from their "
+        "resamples averaged draw by draw.",
+    ]
+    heads = [f"seed {seed}" for seed in inside] + [f"mean {seeds_text(inside)} (in sample)"]
+    heads += [f"seed {seed}" for seed in outside] + [f"mean {seeds_text(outside)} (out of sample)"]
+    for metric in OOS_METRICS:
+        lines += [
+            "",
+            f"{'Spearman' if metric == 'spearman' else 'Kendall tau-b'}:",
+            "",
+            "| evaluator | " + " | ".join(heads) + " |",
+            "|" + " --- |" * (len(heads) + 1),
+        ]
+        for name, entry in oos["evaluators"].items():
+            m = entry[metric]
+            label = _label(name) + (" (default)" if name in (f"proxy:{DEFAULT_VARIANT}", "oneshot") else "")
+            cells = [cell(m["seeds"][seed]) for seed in inside] + [cell(m["in_sample"], False)]
+            cells += [cell(m["seeds"][seed]) for seed in outside] + [cell(m["out_of_sample"], False)]
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def plot(result: dict[str, Any], path: Path) -> bool:
@@ -1432,12 +1729,34 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--space", nargs="+", choices=SPACES, default=list(SPACES), help="default: both")
     parser.add_argument("--seed", nargs="+", type=int, default=list(STUDY_SEEDS), help="default: 1 2")
-    parser.add_argument("--n", type=int, default=20, help="architectures per study (default 20)")
+    parser.add_argument(
+        "--n", type=int, default=DEFAULT_N, help=f"architectures per study (default {DEFAULT_N})"
+    )
     parser.add_argument(
         "--variants", nargs="+", help="proxy variants (default: the space's VARIANTS), e.g. cpu e2 n4000-b128"
     )
     parser.add_argument("--status", action="store_true", help="print what is done and left; train nothing")
     parser.add_argument("--markdown", action="store_true", help="print the README tables; train nothing")
+    parser.add_argument(
+        "--frozen",
+        action="store_true",
+        help=f"today's defaults only: the proxy variant {DEFAULT_VARIANT!r} and the one-shot variant "
+        f"{DEFAULT_ONESHOT!r} (and the zero-cost scores, the reference), for an out-of-sample study, e.g. "
+        "--seed 3 4 (a training run of an in-sample seed is refused: its studies measure every variant)",
+    )
+    parser.add_argument(
+        "--out-of-sample",
+        action="store_true",
+        help="print, per space, today's defaults (--frozen's evaluators) in sample (seeds "
+        f"{' '.join(map(str, IN_SAMPLE_SEEDS))}) beside out of sample (the other seeds of --seed, else "
+        f"{' '.join(map(str, OUT_OF_SAMPLE_SEEDS))}) from the caches; train nothing",
+    )
+    parser.add_argument(
+        "--resamples",
+        type=int,
+        default=BOOTSTRAP_RESAMPLES,
+        help=f"bootstrap resamples per interval (default {BOOTSTRAP_RESAMPLES}; 0: no intervals)",
+    )
     parser.add_argument(
         "--stop-after",
         type=float,
@@ -1496,11 +1815,33 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--n: at least 2 architectures are needed to rank")
     if not 0 <= args.ref_repeats <= args.n:
         parser.error(f"--ref-repeats: from 0 to --n ({args.n}) architectures, not {args.ref_repeats}")
+    if args.resamples < 0:
+        parser.error(f"--resamples: 0 or more, not {args.resamples}")
+    reading = args.status or args.markdown or args.out_of_sample  # nothing trained
+    if args.out_of_sample:
+        args.frozen = True
+    if args.frozen:
+        given = [
+            flag
+            for flag, value in (("--variants", args.variants), ("--oneshot-variants", args.oneshot_variants))
+            if value
+        ]
+        if given:
+            parser.error(
+                f"--frozen (and --out-of-sample) runs today's defaults only: not with {' or '.join(given)}"
+            )
+        in_sample = sorted(set(args.seed) & set(IN_SAMPLE_SEEDS))
+        if in_sample and not reading:
+            parser.error(
+                f"--frozen: seed(s) {' '.join(map(str, in_sample))} are in sample (their studies measure "
+                "every variant, and their JSON would be written again with the frozen evaluators only); name "
+                f"out-of-sample seeds, e.g. --seed {' '.join(map(str, OUT_OF_SAMPLE_SEEDS))}"
+            )
+        args.variants, args.oneshot_variants = [DEFAULT_VARIANT], [DEFAULT_ONESHOT]
     try:
         device = torch.device(args.device)
     except RuntimeError:
         parser.error(f"--device: {args.device!r} is not a torch device (cpu, cuda, cuda:1)")
-    reading = args.status or args.markdown  # a GPU's cached results read anywhere
     if device.type not in ("cpu", "cuda") or (
         device.type == "cuda" and not reading and not torch.cuda.is_available()
     ):
@@ -1509,9 +1850,37 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def out_of_sample_seeds(args: argparse.Namespace) -> list[int]:
+    """The seeds ``--out-of-sample`` reads: :data:`IN_SAMPLE_SEEDS`, then ``--seed``'s others (else
+    :data:`OUT_OF_SAMPLE_SEEDS`)."""
+    outside = [seed for seed in dict.fromkeys(args.seed) if seed not in IN_SAMPLE_SEEDS]
+    return [*IN_SAMPLE_SEEDS, *(outside or OUT_OF_SAMPLE_SEEDS)]
+
+
+def print_out_of_sample(args: argparse.Namespace) -> int:
+    """``--out-of-sample``: each space's table of :func:`out_of_sample_markdown`, from the caches."""
+    blocks = []
+    for space in args.space:
+        results: dict[int, dict[str, Any]] = {}
+        distributions: dict[int, dict[str, Any]] = {}
+        for seed in out_of_sample_seeds(args):
+            try:
+                study = Study(space, seed, args)
+            except ValueError as err:
+                print(f"evaluator_quality: {err}", file=sys.stderr)
+                return 2
+            distributions[seed] = {}
+            results[seed] = study.result(distributions[seed])
+        blocks.append(out_of_sample_markdown(out_of_sample(space, results, distributions), results))
+    print("\n\n".join(blocks))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.out_of_sample:
+        return print_out_of_sample(args)
     try:
         studies = [Study(space, seed, args) for space in args.space for seed in args.seed]
     except ValueError as err:

@@ -1,12 +1,14 @@
 """benchmarks/evaluator_quality.py: proxy variants, the per-study cache a later run resumes from, --status,
---stop-after and --markdown. The fast tests replace training and the zero-cost scores by deterministic
-functions of the network (counting every call) and the data by the synthetic set; the slow one trains."""
+--stop-after and --markdown; the bootstrap intervals, in and out of sample, --frozen and --out-of-sample.
+The fast tests replace training and the zero-cost scores by deterministic functions of the network
+(counting every call) and the data by the synthetic set; the slow one trains."""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
+import math
 import multiprocessing
 import os
 import subprocess
@@ -15,6 +17,7 @@ import types
 from pathlib import Path
 from typing import ClassVar
 
+import numpy as np
 import pytest
 import torch
 from benchmark_scripts import load_benchmark
@@ -591,3 +594,169 @@ def test_tiny_study_trains_end_to_end(eq, tmp_path):
     for entry in [*trained, *(summary["evaluators"][name] for name in eq.ZERO_COST)]:
         assert 0 <= entry["cpu_seconds_per_arch"] <= (os.cpu_count() or 1) * entry["seconds_per_arch"] + 1
     assert all(entry["cpu_seconds_per_arch"] > 0 for entry in trained)
+
+
+# --- bootstrap intervals, in and out of sample, --frozen ---------------------------------------------------
+
+
+def _np_spearman(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman's rho by numpy alone: average ranks (ties shared) and their Pearson correlation."""
+
+    def ranks(v: np.ndarray) -> np.ndarray:
+        return (v[None, :] < v[:, None]).sum(1) + ((v[None, :] == v[:, None]).sum(1) + 1) / 2
+
+    rx, ry = ranks(x), ranks(y)
+    if rx.std() == 0 or ry.std() == 0:
+        return math.nan
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def _np_kendall(x: np.ndarray, y: np.ndarray) -> float:
+    """Kendall's tau-b by numpy alone, from the pairs' sign matrices."""
+    sx, sy = np.sign(x[:, None] - x[None, :]), np.sign(y[:, None] - y[None, :])
+    untied_x, untied_y = np.abs(sx).sum(), np.abs(sy).sum()
+    if untied_x == 0 or untied_y == 0:
+        return math.nan
+    return float((sx * sy).sum() / math.sqrt(untied_x * untied_y))
+
+
+def test_bootstrap_intervals_match_an_independent_numpy_computation(eq):
+    rng = np.random.default_rng(5)
+    ref = rng.normal(size=12)
+    pred = ref + rng.normal(scale=0.8, size=12)
+    pred[3] = pred[7]  # a tie in the predictor's scores
+    dists = eq.bootstrap_rank_metrics(list(ref), list(pred), resamples=400, seed=7, metrics=eq.OOS_METRICS)
+    draws = np.random.default_rng((eq.BOOTSTRAP_SEED, 7)).integers(0, 12, size=(400, 12))
+    expected: dict[str, list[float]] = {"spearman": [], "kendall": []}
+    for row in draws:
+        few = len(np.unique(row)) < 3
+        expected["spearman"].append(math.nan if few else _np_spearman(ref[row], pred[row]))
+        expected["kendall"].append(math.nan if few else _np_kendall(ref[row], pred[row]))
+    for metric in eq.OOS_METRICS:
+        np.testing.assert_allclose(dists[metric], expected[metric], rtol=0, atol=1e-12)
+        kept = np.array([v for v in expected[metric] if not math.isnan(v)])
+        lo, hi = np.quantile(kept, [0.025, 0.975], method="inverted_cdf")
+        assert eq.percentile_interval(dists[metric]) == pytest.approx([lo, hi], abs=1e-12)
+    # the figure itself lies inside its interval here, and every evaluator of a study is resampled alike
+    assert eq.percentile_interval(dists["spearman"])[0] < eq.spearman(ref, pred)
+    again = eq.bootstrap_rank_metrics(list(ref), list(ref), resamples=400, seed=7, metrics=("spearman",))
+    assert all(v == 1.0 for v in again["spearman"] if not math.isnan(v))
+
+
+def test_bootstrap_hand_cases(eq):
+    assert eq.percentile_interval([float(v) for v in range(40, 0, -1)] + [math.nan]) == [1.0, 39.0]
+    assert eq.percentile_interval([math.nan, math.nan]) is None
+    assert eq.mean_interval([[0.0, 1.0, math.nan], [1.0, 1.0, 0.0]], level=0.5) == [0.5, 1.0]
+    # three architectures: only the resamples that draw all three count (6 of the 27 orders), and a
+    # perfect ranking stays perfect in each of them, a reversed one reversed
+    ref = [1.0, 2.0, 3.0]
+    up = eq.bootstrap_rank_metrics(ref, [10.0, 20.0, 30.0], resamples=2700, seed=1)
+    kept = [v for v in up["spearman"] if not math.isnan(v)]
+    assert set(kept) == {1.0} and 500 < len(kept) < 700
+    assert set(v for v in up["kendall"] if not math.isnan(v)) == {1.0}
+    down = eq.bootstrap_rank_metrics(ref, [3.0, 2.0, 1.0], resamples=300, seed=1, metrics=("kendall",))
+    assert eq.percentile_interval(down["kendall"]) == [-1.0, -1.0]
+    flat = eq.bootstrap_rank_metrics(ref, [5.0, 5.0, 5.0], resamples=300, seed=1, metrics=("spearman",))
+    assert eq.percentile_interval(flat["spearman"]) is None  # a constant predictor: no resample counts
+
+
+def test_summary_and_table_carry_the_intervals(eq, fake, tmp_path, capsys):
+    assert eq.main(_args(tmp_path, "--n", "6", "--variants", "cpu", "--resamples", "300")) == 0
+    table = capsys.readouterr().out
+    result = json.loads((tmp_path / "out" / "evaluator_quality-coatnet-s1.json").read_text())
+    s = result["summary"]["evaluators"]["proxy:cpu"]
+    keys = list(s)
+    for metric in eq.METRICS:
+        assert keys.index(f"{metric}_ci") == keys.index(metric) + 1  # beside its figure
+        assert 0 < s["ci_resamples"][metric] <= 300
+    lo, hi = s["spearman_ci"]
+    assert -1 <= lo <= hi <= 1
+    assert f"| {s['spearman']:.3f} [{lo:.2f}, {hi:.2f}] |" in table
+    assert result["settings"]["bootstrap"]["resamples"] == 300 and result["settings"]["in_sample"]
+    assert "In sample: today's defaults were chosen on seeds 1 and 2." in table
+    # without resamples: the figures alone, as before
+    assert eq.main(_args(tmp_path, "--n", "6", "--variants", "cpu", "--resamples", "0", "--markdown")) == 0
+    assert "[" not in capsys.readouterr().out.split("By stem")[0]
+
+
+def test_out_of_sample_seeds_draw_fresh_networks(eq):
+    assert set(eq.IN_SAMPLE_SEEDS) == set(eq.STUDY_SEEDS) and not set(eq.OUT_OF_SAMPLE_SEEDS) & {1, 2}
+    for space in eq.SPACES:
+        sp = eq.get_space(space)
+        base = sp.profile(eq.PROFILE)
+        inside = eq.in_sample_networks(space)
+        assert len(inside) == 2 * eq.DEFAULT_N
+        for seed in eq.OUT_OF_SAMPLE_SEEDS:
+            archs = eq.sample_archs(sp, base, eq.DEFAULT_N, seed, inside)
+            assert all(seed * 1000 <= s < (seed + 1) * 1000 for s, _ in archs)  # not 1000-2999
+            assert not {base.apply(arch).key for _, arch in archs} & inside
+    # sasa seed 3's fifth draw is a network of seed 1's study: skipped
+    sp = eq.get_space("sasa")
+    base = sp.profile(eq.PROFILE)
+    assert base.apply(sp.sample_random(3004)).key in eq.in_sample_networks("sasa")
+    assert 3004 not in [s for s, _ in eq.sample_archs(sp, base, 20, 3, eq.in_sample_networks("sasa"))]
+
+
+def test_frozen_runs_only_todays_defaults(eq, fake, tmp_path, capsys):
+    args = eq.parse_args([a for a in _args(tmp_path, "--seed", "3", "--frozen") if a != "--no-oneshot"])
+    assert (args.variants, args.oneshot_variants) == ([eq.DEFAULT_VARIANT], [eq.DEFAULT_ONESHOT])
+    study = eq.Study("coatnet", 3, args)
+    assert sorted(study.evaluators()) == sorted(eq.FROZEN)
+    assert [part.name for part in study.parts] == ["zero_cost", "oneshot", "proxy:cpu", "reference"]
+    assert not study.in_sample
+
+    assert eq.main(_args(tmp_path, "--seed", "3", "--frozen", "--resamples", "100")) == 0
+    assert {name for name, _ in fake} == {"zero_cost", "cpu/lr0.001", "cpu-reference/lr0.001"}
+    result = json.loads((tmp_path / "out" / "evaluator_quality-coatnet-s3.json").read_text())
+    assert set(result["summary"]["evaluators"]) == {"proxy:cpu", *eq.ZERO_COST}  # --no-oneshot
+    assert not result["settings"]["in_sample"] and "(out of sample)" in capsys.readouterr().out
+
+    for refused, message in (
+        (["--seed", "2", "3", "--frozen"], "seed(s) 2 are in sample"),
+        (["--seed", "3", "--frozen", "--variants", "e2"], "not with --variants"),
+        (["--out-of-sample", "--oneshot-variants", "e8"], "not with --oneshot-variants"),
+    ):
+        with pytest.raises(SystemExit):
+            eq.parse_args(_args(tmp_path, *refused))
+        assert message in capsys.readouterr().err
+    assert eq.parse_args(_args(tmp_path, "--seed", "1", "--frozen", "--status")).variants == ["cpu"]
+
+
+def test_out_of_sample_table_from_the_caches(eq, fake, tmp_path, capsys):
+    common = ("--n", "5", "--resamples", "200")
+    for seed in ("1", "2"):
+        assert eq.main(_args(tmp_path, *common, "--seed", seed, "--variants", "cpu", "lr3e-3")) == 0
+    assert eq.main(_args(tmp_path, *common, "--seed", "3", "--frozen")) == 0
+    capsys.readouterr()
+    fake.clear()
+    assert eq.main(_args(tmp_path, *common, "--out-of-sample")) == 0
+    assert not fake  # read from the caches: nothing trained or scored
+    out = capsys.readouterr().out
+    assert "#### `coatnet`: today's defaults in and out of sample" in out
+    assert (
+        "| evaluator | seed 1 | seed 2 | mean 1, 2 (in sample) | seed 3 | seed 4 | mean 3, 4 (out of " in out
+    )
+    assert "lr3e-3" not in out and "NASWOT" in out
+    rows = [line for line in out.splitlines() if line.startswith("| proxy cpu (default) |")]
+    assert len(rows) == 2  # Spearman and Kendall
+    cells = rows[0].strip("| ").split(" | ")[1:]
+    study = json.loads((tmp_path / "out" / "evaluator_quality-coatnet-s1.json").read_text())
+    s1 = study["summary"]["evaluators"]["proxy:cpu"]
+    assert cells[0] == f"{s1['spearman']:.3f} [{s1['spearman_ci'][0]:.2f}, {s1['spearman_ci'][1]:.2f}]"
+    assert cells[2].count("[") == 1  # the in-sample mean, with its interval
+    assert cells[3].count("[") == 1 and cells[4:] == ["not measured yet", "not measured yet"]
+
+    # a partial study: its figure over what is done, and no group mean until it is whole
+    results = {
+        seed: {
+            "settings": {"n": 5},
+            "summary": {"evaluators": {"proxy:cpu": {"n": n, "spearman": 0.5, "spearman_ci": [0.1, 0.8]}}},
+        }
+        for seed, n in ((1, 5), (2, 5), (3, 5), (4, 3))
+    }
+    dists = {seed: {"proxy:cpu": {"spearman": [0.4, 0.6]}} for seed in results}
+    oos = eq.out_of_sample("coatnet", results, dists)
+    spear = oos["evaluators"]["proxy:cpu"]["spearman"]
+    assert oos["seeds"] == {"in_sample": [1, 2], "out_of_sample": [3, 4]}
+    assert spear["in_sample"] == {"value": 0.5, "ci": [0.4, 0.6]} and spear["out_of_sample"] is None
+    assert spear["seeds"][4]["n"] == 3 and oos["evaluators"]["params"]["kendall"]["seeds"][1] is None
