@@ -24,6 +24,7 @@ from typing import Any
 
 from search_spaces.base import Baseline, PaperFigure, ProxyProfile, SearchSpace
 from search_spaces.coatnet import CoAtNetSpace
+from search_spaces.micro import MicroSpace
 from search_spaces.narrowed import narrow_space
 from search_spaces.sasa import SasaSpace
 
@@ -41,7 +42,7 @@ __all__ = [
 
 ENTRY_POINTS = "nas.search_spaces"
 
-_SPACES: dict[str, type[SearchSpace]] = {space.name: space for space in (CoAtNetSpace, SasaSpace)}
+_SPACES: dict[str, type[SearchSpace]] = {space.name: space for space in (CoAtNetSpace, MicroSpace, SasaSpace)}
 
 
 def _plugins() -> dict[str, metadata.EntryPoint]:
