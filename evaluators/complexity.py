@@ -517,12 +517,13 @@ def latency_ms(
     device: torch.device | str | None = None,
     warmup: int = 5,
     repeats: int = 20,
+    batch: int = 1,
 ) -> float:
-    """Median wall time of a batch-1 forward pass (eval mode, no grad) after ``warmup`` passes, on ``device``
-    (CUDA when present, else CPU); CUDA work is synchronized before each clock read."""
+    """Median wall time of a forward pass of ``batch`` images (eval mode, no grad) after ``warmup`` passes, on
+    ``device`` (CUDA when present, else CPU); CUDA work is synchronized before each clock read."""
     device = pick_device(device)
     model = model.to(device).eval()
-    x = torch.randn(1, in_chans, img_size, img_size, device=device)
+    x = torch.randn(batch, in_chans, img_size, img_size, device=device)
     times = []
     with torch.no_grad():
         for i in range(warmup + repeats):

@@ -420,6 +420,7 @@ def test_random_samples_build_run_and_count_at_the_proxy_size(space: str) -> Non
 def test_latency_is_a_positive_median() -> None:
     arch = get_space("sasa").profile("cpu").apply(get_space("sasa").baselines()["ResNet-26 conv"].arch)
     assert 0 < latency_ms(build_model(arch), img_size=32, warmup=1, repeats=3) < 10_000
+    assert 0 < latency_ms(build_model(arch), img_size=32, warmup=1, repeats=3, batch=4) < 10_000  # a batch
 
 
 # --- the papers' counting convention ---------------------------------------------------------------------
