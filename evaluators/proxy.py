@@ -171,7 +171,9 @@ class Fidelity:
     increasing, below ``top_images``) cut the schedule in pieces: each piece is the whole schedule (warmup in
     the first piece only, then cosine down to the minimum rate) over its own images, so training stopped at a
     restart has just finished annealing (warm restarts, SGDR); empty, one schedule spans the top.
-    ``val_images``: validate on the first that many of the profile's validation images (None: all of them)."""
+    ``val_images``: validate on the first that many of the profile's validation images (None: all of them).
+    ``from_images``: the images the rung below trained (0 at rung 0); the proxy reads its position from the
+    checkpoint, a table (:mod:`evaluators.table`) charges the epochs from there."""
 
     images: int
     top_images: int
@@ -179,6 +181,7 @@ class Fidelity:
     resume: Path | None = None
     restarts: tuple[int, ...] = ()
     val_images: int | None = None
+    from_images: int = 0
 
     def __post_init__(self) -> None:
         if not 0 < self.images <= self.top_images:

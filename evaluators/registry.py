@@ -61,6 +61,15 @@ class EvaluatorSpec:
     data_parallel: bool = False  # its set-up trains in --supernet-workers Ray Train workers
     # (field, value) pairs a search's config takes where the config type's own default suits other uses
     search_defaults: tuple[tuple[str, Any], ...] = ()
+    reads_data: bool = True  # reads the dataset (False: answers from a file of its own, as the table)
+    # answers from records instead of running: each trial reports ``simulated_seconds``, which the search
+    # charges instead of the trial's wall time (a simulated clock; evaluators.table)
+    simulated: bool = False
+
+    @property
+    def usage(self) -> str:
+        """How ``--evaluator`` names it: ``table:PATH`` for the table (its file), else its name."""
+        return f"{self.name}:PATH" if self.name == "table" else self.name
 
     @property
     def objectives(self) -> frozenset[str]:
@@ -184,6 +193,12 @@ def build_oneshot(
     return evaluator
 
 
+def build_table(config: Any, *, profile: Any, seed: int, **_: Any) -> Any:
+    from evaluators.table import build_table_evaluator  # heavy: pyarrow, when a table is read
+
+    return build_table_evaluator(config, profile=profile, seed=seed)
+
+
 _TRAINED = frozenset({"top1", "loss"})
 
 EVALUATORS: dict[str, EvaluatorSpec] = {
@@ -215,12 +230,37 @@ EVALUATORS: dict[str, EvaluatorSpec] = {
             checker="evaluators.oneshot:check_setup",
             data_parallel=True,
         ),
+        EvaluatorSpec(
+            "table",
+            "answers from a table of trained networks",
+            _TRAINED | {"train_loss", "train_seconds", "eval_seconds", "simulated_seconds", "epochs"},
+            config="evaluators.table:TableConfig",
+            builder="evaluators.registry:build_table",
+            ladder=True,
+            schedule=True,
+            checker="evaluators.table:check_table",
+            reads_data=False,
+            simulated=True,
+        ),
     )
 }
 
+TABLE = "table"  # --evaluator table:PATH: the table evaluator answering from the file PATH
+
 
 def get_evaluator(name: str) -> EvaluatorSpec:
+    """The evaluator ``name``: a registered name, or ``table:PATH`` (the table evaluator on the file PATH,
+    which its config's ``path`` then holds); ValueError in one sentence otherwise."""
+    kind, sep, path = str(name).partition(":")
+    if kind == TABLE and sep:
+        if not path.strip():
+            raise ValueError("evaluator: table: needs the table's file, e.g. table:runs/tables/micro.parquet")
+        spec = EVALUATORS[TABLE]
+        return dataclasses.replace(spec, search_defaults=(*spec.search_defaults, ("path", path)))
     try:
+        if kind == TABLE:
+            raise KeyError(name)
         return EVALUATORS[name]
     except KeyError:
-        raise ValueError(f"evaluator: unknown {name!r}; allowed: {', '.join(EVALUATORS)}") from None
+        allowed = ", ".join(f"{n}:PATH" if n == TABLE else n for n in EVALUATORS)
+        raise ValueError(f"evaluator: unknown {name!r}; allowed: {allowed}") from None

@@ -466,7 +466,7 @@ SIZE_CASES = [
     pytest.param(
         _search_with("--proxy-epochs", "3"),
         "proxy-epochs: the complexity evaluator trains nothing, so it trains no proxy schedule; use "
-        "--evaluator proxy or drop --proxy-epochs",
+        "--evaluator proxy / table:PATH or drop --proxy-epochs",
         id="search-proxy-epochs-no-proxy",
     ),
     pytest.param(

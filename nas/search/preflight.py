@@ -13,7 +13,9 @@ everything as it was:
 - the dataset is there (its description and split record, :meth:`~evaluators.data.DataSplit.split_record`,
   go into ``manifest.json``);
 - the evaluator's own check (``EvaluatorSpec.check``): its splits hold the images it trains and validates on
-  (at least a batch), and files it would read at its set-up are its own (a one-shot ``supernet.pt``);
+  (at least a batch), and files it would read at its set-up are its own (a one-shot ``supernet.pt``); one
+  that reads no dataset (``reads_data`` False: a table) is checked without one and given the ladder (the
+  table's file, its space, and whether its curves hold the epochs asked for);
 - the run folder's study, if any, is this backend's: Optuna keeps its trials in its storage and Ray in the
   folder's ledger, neither reads the other's, so a search under the other backend would start a second study
   there and overwrite the first one's trials table, report and manifest.
@@ -44,7 +46,7 @@ CONNECT_SECONDS = 5.0  # a cluster that takes longer to accept one connection is
 def preflight(settings: SearchSettings) -> dict[str, Any] | None:
     """Check ``settings`` against the machine, the files and the cluster (the module docstring's list);
     returns the description of the data the trials train on with its split record (None for an evaluator
-    that trains nothing)."""
+    that trains nothing or reads no dataset)."""
     _check_run_dir(settings.run_dir)
     _check_backend(settings)
     runner = worker_runner(settings)  # the driver's worker 0 keeps it (the data loaded once)
@@ -53,17 +55,21 @@ def preflight(settings: SearchSettings) -> dict[str, Any] | None:
     else:
         BudgetTracker(settings.parsed_budget).check_device(runner.device_kind)
     _check_latency_device(settings)
-    if settings.evaluator_spec.counts_only:
+    spec = settings.evaluator_spec
+    if spec.counts_only:
         return None
-    split = runner.data()
-    settings.evaluator_spec.check(
+    split = runner.data() if spec.reads_data else None  # a table answers from its own file
+    spec.check(
         runner.config,
         space=runner.space,
         profile=runner.profile,
         data=split,
         seed=settings.seed,
         run_dir=settings.run_dir,
+        **({} if spec.reads_data else {"ladder": runner.ladder}),
     )
+    if split is None:
+        return None
     return {**split.describe(), **split.split_record()}  # the split exactly: its fingerprints
 
 

@@ -35,8 +35,12 @@ it trained nothing, so it is no trial of a ``trials`` budget.
 
 Cost: wall seconds times the devices held (:meth:`TrialRunner.cost`, the one charge formula). A trial's
 seconds run from before its sampling (the sampler's suggestions are part of what a trial costs) to the end
-of its evaluation, failed or not. An interrupted trial (Ctrl-C, SIGTERM) is charged as overhead: it spends
-a time budget but is no trial of a ``trials`` budget, and the driver queues it again.
+of its evaluation, failed or not. An evaluator on a simulated clock (``EvaluatorSpec.simulated``: the table,
+:mod:`evaluators.table`) reports the seconds its answer stands for as ``simulated_seconds``; a trial it
+answered is charged those on the CPU, and every other record (a rejected sample, a repeat, a failure) 0 s,
+so a study's clock is the sum of the seconds its table records for the trials it ran. An interrupted trial
+(Ctrl-C, SIGTERM) is charged as overhead: it spends a time budget but is no trial of a ``trials`` budget,
+and the driver queues it again.
 """
 
 from __future__ import annotations
@@ -217,9 +221,9 @@ class TrialRunner:
 
     @property
     def gpus(self) -> int:
-        """GPUs a trial holds: 0 on the CPU; on a GPU ``--gpus-per-trial`` (a fraction charged as a whole
-        GPU), else 1."""
-        if self.device.type != "cuda":
+        """GPUs a trial holds: 0 on the CPU and for an evaluator on a simulated clock (a table's seconds are
+        CPU seconds); on a GPU ``--gpus-per-trial`` (a fraction charged as a whole GPU), else 1."""
+        if self.spec.simulated or self.device.type != "cuda":
             return 0
         return max(1, math.ceil(self.settings.gpus_per_trial or 1))
 
@@ -261,6 +265,10 @@ class TrialRunner:
         ladder = self.settings.ladder
         if ladder is None or self.settings.min_fidelity is not None:
             return ladder
+        if self._ladder is None and self.spec.simulated:  # a table: the top rung at its curves' last epoch
+            self.prepare()  # no set-up cost to lose: a simulated evaluator has none
+            images = self._evaluator.ladder_min_images(ladder.eta, ladder.rungs)
+            self._ladder = dataclasses.replace(ladder, min_images=images)
         if self._ladder is None:
             batch = self.profile.batch_size
             pool = self.profile.train_samples or len(self.data().train)
@@ -371,6 +379,7 @@ class TrialRunner:
                 self.checkpoint(lineage, rung - 1) if rung else None,
                 ladder.restarts,
                 ladder.validation(rung),
+                ladder.images(rung - 1) if rung else 0,
             )
         key, measured = self._measured
         metrics: dict[str, Any] = {
@@ -463,11 +472,15 @@ def run_trial(
     rejected = rejected and reason is None
     repeat = earlier is not None and reason is None
     kind = "interrupted " if interrupted else "rejected " if rejected else "repeated " if repeat else ""
+    seconds = time.perf_counter() - start
+    if runner.spec.simulated:  # the clock of the records: what the answer stands for, nothing else
+        ran = reason is None and not (rejected or repeat)
+        seconds = float(metrics.get("simulated_seconds", 0.0)) if ran else 0.0
     return TrialRecord(
         arch,
         metrics,
         runner.cost(
-            time.perf_counter() - start,
+            seconds,
             label=f"{kind}trial {number}",
             overhead=interrupted or rejected or repeat,
             rung=step[1] if step and not (rejected or repeat) else None,

@@ -97,7 +97,9 @@ class SearchSettings:
     # `nas search --help`) are generated from these fields. A field without help is Python-only.
     space: str = declare("coatnet", "Search space (see `nas spaces`).")
     budget: str = declare("5min", "e.g. 8gpu-days, 12gpu-hours, 6cpu-hours, 45min, 2h, 200trials.")
-    evaluator: str = declare("proxy", "complexity | proxy | oneshot.")
+    evaluator: str = declare(
+        "proxy", "complexity | proxy | oneshot | table:PATH (a table of trained networks)."
+    )
     dataset: str = declare("fashion-mnist", "fashion-mnist | cifar10 | cifar100 | imagefolder:PATH.")
     data_dir: str | None = declare(None, "Where the dataset lives (else $NAS_DATA, system copies).")
     profile: str = declare("cpu", "Proxy profile of the space: cpu | gpu | full.")
@@ -229,7 +231,7 @@ class SearchSettings:
         budget = Budget.parse(self.budget)
         missing = [o.name for o in objectives if o.name not in evaluator.objectives]
         if missing:
-            others = [e.name for e in EVALUATORS.values() if set(missing) <= e.objectives]
+            others = [e.usage for e in EVALUATORS.values() if set(missing) <= e.objectives]
             hint = f" or --evaluator {' / '.join(others)}" if others else ""
             usable = sorted(evaluator.objectives & KNOWN_DIRECTIONS.keys())
             raise ValueError(
@@ -238,12 +240,12 @@ class SearchSettings:
             )
         config = evaluator.make_config(self.evaluator_config)  # its defaults where none is given
         if self.proxy_epochs is not None and not evaluator.schedule:
-            trains = [e.name for e in EVALUATORS.values() if e.schedule]
+            trains = [e.usage for e in EVALUATORS.values() if e.schedule]
             raise ValueError(
                 f"proxy-epochs: the {evaluator.name} evaluator {evaluator.does}, so it trains no proxy "
                 f"schedule; use --evaluator {' / '.join(trains)} or drop --proxy-epochs"
             )
-        study_name = self.study or f"{self.space}-{self.evaluator}"
+        study_name = self.study or f"{self.space}-{evaluator.name}"
         check_study_name(study_name)
         if self.repair and not self.resume:
             raise ValueError(
@@ -260,7 +262,24 @@ class SearchSettings:
         ladder = self._check_fidelity(evaluator, budget)
         self._check_enqueue(space)
         self._check_cluster(evaluator)
+        self._check_simulated(evaluator, budget)
         self._resolve(study_name, space, objectives, budget, evaluator, config, limits, ladder)
+
+    def _check_simulated(self, evaluator: EvaluatorSpec, budget: Budget) -> None:
+        """An evaluator on a simulated clock (a table) charges CPU seconds it records, not time that passes:
+        no wall budget, and no GPU a trial would hold."""
+        if not evaluator.simulated:
+            return
+        if budget.kind == "wall-seconds":
+            raise ValueError(
+                f"budget: the {evaluator.name} evaluator {evaluator.does} on a simulated clock, so no wall "
+                "time passes; give the time it records as a budget such as 2h or 6cpu-hours, or trials"
+            )
+        if self.gpus_per_trial:
+            raise ValueError(
+                f"gpus-per-trial: the {evaluator.name} evaluator {evaluator.does}, whose seconds are CPU "
+                "seconds; drop --gpus-per-trial"
+            )
 
     def _check_cluster(self, evaluator: EvaluatorSpec) -> None:
         if self.address is not None and self.backend != "ray":
@@ -273,7 +292,7 @@ class SearchSettings:
                     "ray://HOST:PORT (Ray Client) or HOST:PORT (the head's GCS port)"
                 )
         if self.supernet_workers > 1 and not evaluator.data_parallel:
-            parallel = [e.name for e in EVALUATORS.values() if e.data_parallel]
+            parallel = [e.usage for e in EVALUATORS.values() if e.data_parallel]
             raise ValueError(
                 f"supernet-workers: the {evaluator.name} evaluator trains no supernet; use --evaluator "
                 f"{' / '.join(parallel)} or drop --supernet-workers"
@@ -314,6 +333,8 @@ class SearchSettings:
         laddered = self.fidelity == "ladder"
         trial_gpus = self.gpus_per_trial if self.gpus_per_trial is not None else _cuda_here()
         trial_device = _pick_device("cpu" if self.gpus_per_trial == 0 else None)
+        if evaluator.simulated:  # a table's trials run nothing: they hold a CPU, whose seconds it records
+            trial_gpus, trial_device = 0.0, "cpu"
         if self.latency_device is not None:
             latency_device = self.latency_device
         elif self.backend == "ray":
@@ -491,7 +512,7 @@ class SearchSettings:
         if self.fidelity != "ladder":
             return None
         if not evaluator.ladder:
-            trains = [e.name for e in EVALUATORS.values() if e.ladder]
+            trains = [e.usage for e in EVALUATORS.values() if e.ladder]
             raise ValueError(
                 f"fidelity: the {evaluator.name} evaluator {evaluator.does}, so it has no rungs to climb; "
                 f"a ladder needs --evaluator {' / '.join(trains)}"
