@@ -60,7 +60,7 @@ _STRIDES = (1, 2, 2)  # behind the stride-2 stem: output strides 2, 4, 8
 _PATCH = 2
 _LETTER = {"mbconv": "C", "local": "L", "rel": "R", "ext": "E"}
 
-# the table's schedule (benchmarks/build_table.py sizes it to ~8.6 CPU-hours): TABLE_EPOCHS epochs of the
+# the table's schedule (benchmarks/build_table.py sizes it to ~8 CPU-hours): TABLE_EPOCHS epochs of the
 # same TABLE_TRAIN_IMAGES training images at batch TABLE_BATCH and learning rate TABLE_LR, validated on
 # TABLE_VAL_IMAGES after every epoch, the networks as they are (no shrinking), at 32 px
 TABLE_EPOCHS = 9
