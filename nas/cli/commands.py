@@ -758,13 +758,12 @@ def _space_of(arch: Any) -> str:
     before=[argument("study", str, "Study name (under --runs-dir) or a run directory.")],
 )
 def retrain(study: str, **options: Any) -> None:
-    """Retrain a study's front, every baseline at no less cost and random controls alike over seeds, scored
-    on the test split; writes retrain.html and its tables.
+    """Retrain a study's front beside its baselines and random controls, scored on the test split.
 
-    Each training is a nas train run (checkpointed: a rerun continues). Each found network is compared with
-    every baseline it does not exceed in cost and with its random controls: paired differences over the
-    seeds, t and bootstrap intervals, p-values Holm-corrected across the run; a plateau check trains two
-    networks twice as long."""
+    Writes retrain.html and its tables. Each training is a nas train run (checkpointed: a rerun continues).
+    Each found network is compared with every baseline it does not exceed in cost and with its random
+    controls: paired differences over the seeds, t and bootstrap intervals, p-values Holm-corrected across
+    the run; a plateau check trains two networks twice as long."""
     with _user_errors():
         from results.retrain import finished_runs, plan_retrain, run_retrain, summarize  # heavy: torch
         from results.retrain_page import write_retraining  # heavy: torch
