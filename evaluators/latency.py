@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import math
 import platform
 import re
@@ -69,6 +68,7 @@ import nas.core.model
 import nas.core.ops
 from evaluators.complexity import _HeadPart
 from evaluators.part_costs import part_key
+from nas.core import userfiles
 from nas.core.arch import Arch, Head, Stage, Stem
 from nas.core.atomic import merge_json
 from nas.core.model import build_model, check_img_size, plan_blocks
@@ -529,18 +529,11 @@ def _read_entries(path: Path, device_id: str) -> dict[str, Any]:
     """The entries of the table file at ``path`` (none if there is no file), after checking it is a
     latency table of ``device_id``; a ValueError in one sentence naming the file otherwise."""
     try:
-        text = path.read_text()
+        data = userfiles.load_store(path)
     except FileNotFoundError:
         return {}
-    except (OSError, UnicodeDecodeError) as err:
-        raise ValueError(f"latency table {path} cannot be read ({err}); delete it to measure again") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ValueError(
-            f"latency table {path} is not valid JSON ({err.msg} at line {err.lineno}); delete it to measure "
-            "again"
-        ) from None
+    except ValueError as err:  # not JSON, too deep or large, not a regular file (a FIFO would block)
+        raise ValueError(f"latency table {path} {err}; delete it to measure again") from None
     if not isinstance(data, dict) or data.get("format") != _FILE_FORMAT:
         raise ValueError(f'{path} is not a latency table (no "format": "{_FILE_FORMAT}"); move it away')
     if data.get("version") != _FILE_VERSION:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.metadata
-import json
 from collections.abc import Iterator
 from dataclasses import fields, is_dataclass
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import Any
 
 import torch
 
+from nas.core import userfiles
 from nas.core.atomic import merge_json
 
 __all__ = ["PartCosts", "fingerprint", "part_key"]
@@ -124,14 +124,11 @@ def _read_costs(path: Path) -> dict[str, dict[str, list[int]]]:
     part-cost store of this fingerprint holding pairs of non-negative integers; a ValueError naming the file
     otherwise."""
     try:
-        text = path.read_text()
+        data = userfiles.load_store(path)
     except FileNotFoundError:
         return {}
-    problem = "is not valid JSON"
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        data = None
+    except ValueError as err:  # not JSON, too deep or large, not a regular file (a FIFO would block)
+        data, problem = None, str(err)
     else:
         problem = _document_problem(data)
     if problem:

@@ -25,17 +25,21 @@ volume (MACs x params, say 4.25e+11) says nothing to a reader.
 
 from __future__ import annotations
 
-import json
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from evaluators.ranking import spearman
+from nas.core import userfiles
 from nas.core.arch import Arch
+from nas.core.bounds import shown
+from nas.study.manifest import manifest_problem
 from nas.study.objectives import Objective, parse_objectives
 from nas.study.pareto import dominates, hypervolume_history, pareto_front
 from nas.study.trials_table import at_top_rung, feasible_rows, top_rung
@@ -59,6 +63,7 @@ __all__ = [
     "space_searched",
 ]
 
+TABLE_BYTES = 256 << 20  # a trials table's bound: ~1 KiB a trial, so some 250,000 trials
 COST_AXES = ("macs", "params")  # the x axes of the scatter plots, when the table has them
 
 
@@ -66,14 +71,14 @@ def load_run(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     """(trials table, manifest) of a run directory; ValueError in one sentence if it holds no study."""
     run_dir = Path(run_dir)
     manifest_path = run_dir / "manifest.json"
-    if not manifest_path.exists():
-        raise ValueError(f"study: no manifest.json in {run_dir}; is it a run directory of `nas search`?")
     try:
-        manifest = json.loads(manifest_path.read_text())
-    except json.JSONDecodeError as err:
-        raise ValueError(f"study: {manifest_path} is not valid JSON ({err.msg})") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ValueError(f"study: {manifest_path} cannot be read ({_reason(err)})") from None
+        manifest = userfiles.load_store(manifest_path)
+    except FileNotFoundError:
+        raise ValueError(
+            f"study: no manifest.json in {run_dir}; is it a run directory of `nas search`?"
+        ) from None
+    except ValueError as err:  # not JSON, too deep or large, not a regular file: what is wrong with it
+        raise ValueError(f"study: {manifest_path} {err}") from None
     settings = manifest.get("settings") if isinstance(manifest, dict) else None
     objectives = settings.get("objectives") if isinstance(settings, dict) else None
     try:
@@ -83,22 +88,94 @@ def load_run(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
             f"study: {manifest_path} records no valid objectives (settings.objectives); "
             "is it a manifest written by `nas search`?"
         ) from None
+    problem = manifest_problem(manifest)
+    if problem is not None:
+        raise ValueError(f"study: {manifest_path} {problem}; is it a manifest written by `nas search`?")
     table = next((run_dir / n for n in ("trials.parquet", "trials.csv") if (run_dir / n).exists()), None)
     if table is None:
         raise ValueError(f"study: no trials table in {run_dir}")
+    try:  # a regular file of bounded size (a FIFO would block, /dev/zero fill memory)
+        userfiles.check_regular(table, "trials table", TABLE_BYTES, userfiles.STORE_BOUNDS.of)
+    except ValueError as err:
+        raise ValueError(f"study: {err}") from None
     try:
         if table.suffix == ".parquet":
-            frame = pd.read_parquet(table)
+            frame = _read_parquet(table)
         else:
             frame = pd.read_csv(table, keep_default_na=False, na_values=[""])
     except Exception as err:  # pyarrow and pandas raise several kinds on a damaged file
         raise ValueError(f"study: {table} cannot be read ({_reason(err)})") from None
-    missing = [c for c in ("number", "state", "arch_json") if c not in frame.columns]
+    objectives = [o.name for o in parse_objectives(list(manifest["settings"]["objectives"]))]
+    missing = [c for c in dict.fromkeys([*_REQUIRED_COLUMNS, *objectives]) if c not in frame.columns]
     if missing:
         raise ValueError(
             f"study: {table} is not a trials table of `nas search` (no {', '.join(missing)} column)"
         )
-    return frame, manifest
+    return _checked_cells(frame, table), manifest
+
+
+# the columns every trials table has held, which the report reads in every row
+_REQUIRED_COLUMNS = ("number", "state", "arch", "baseline", "fail_reason", "arch_json")
+# a trial's number, and the numbers of trials and rungs it refers to
+_WHOLE_COLUMNS = ("number", "rung", "lineage", "repeat_of")
+_MOST_TRIALS = 2**31 - 1
+
+
+def _missing(value: Any) -> bool:
+    """Whether a cell is empty: None, NA, NaN or an empty string."""
+    if isinstance(value, str):
+        return not value
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def _checked_cells(frame: pd.DataFrame, table: Path) -> pd.DataFrame:
+    """``frame`` with its trial and rung numbers checked (a whole number from 0, and a trial number in each
+    row, once) and read as numbers, and each architecture readable; a ValueError of one sentence naming the
+    table, the row and the column of the first cell that is not. A CSV's rows are counted from the first
+    under the header."""
+    rows = " below the header" if table.suffix == ".csv" else ""
+
+    def bad(i: int, column: str, why: str) -> ValueError:
+        return ValueError(f"study: {table}, row {i + 1}{rows}, column {column}: {why}")
+
+    frame = frame.reset_index(drop=True)
+    for column in (c for c in _WHOLE_COLUMNS if c in frame.columns):
+        cells = frame[column]
+        real = cells.map(lambda v: isinstance(v, (numbers.Real, str)) and not isinstance(v, (bool, np.bool_)))
+        numeric = pd.to_numeric(cells.where(real), errors="coerce").astype("float64")
+        empty = cells.map(_missing).astype(bool)
+        ok = real & numeric.notna() & numeric.between(0, _MOST_TRIALS) & (numeric % 1 == 0)
+        ok |= empty & (column != "number")
+        if not ok.all():
+            i = int((~ok).to_numpy().argmax())
+            what = "a trial number" if column == "number" else "empty or a number"
+            cell = cells[i].item() if isinstance(cells[i], np.generic) else cells[i]  # 1.5: no np.float64
+            raise bad(i, column, f"{shown(cell)} is not {what}, a whole number from 0 to {_MOST_TRIALS:,}")
+        frame[column] = numeric.astype("int64") if column == "number" else numeric.where(~empty)
+    twice = frame["number"].duplicated()
+    if twice.any():
+        i = int(twice.to_numpy().argmax())
+        raise bad(i, "number", f"trial {frame['number'][i]} is in an earlier row too")
+    for i, text in enumerate(frame["arch_json"]):
+        if _missing(text):
+            continue  # a trial that never had an architecture
+        try:
+            Arch.from_json(text)
+        except ValueError as err:
+            raise bad(i, "arch_json", str(err)) from None
+    return frame
+
+
+def _read_parquet(path: Path) -> pd.DataFrame:
+    """A parquet trials table, once its metadata says its columns take at most TABLE_BYTES unpacked (a
+    compressed page of a few kilobytes may unpack to gigabytes)."""
+    import pyarrow.parquet as pq  # pandas' parquet engine, imported where pandas imports it: on first use
+
+    meta = pq.ParquetFile(path).metadata
+    size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+    if size > TABLE_BYTES:
+        raise ValueError(f"its columns unpack to {size:,} bytes, over the limit of {TABLE_BYTES:,} bytes")
+    return pd.read_parquet(path)
 
 
 def _reason(err: Exception) -> str:
@@ -263,7 +340,8 @@ def analyse(frame: pd.DataFrame, manifest: dict[str, Any], *, importance: bool =
             ref,
         )
     ]
-    spent = pd.to_numeric(frame.get("charge"), errors="coerce").fillna(0.0).cumsum().tolist()
+    charges = frame["charge"] if "charge" in frame else pd.Series(0.0, index=frame.index)  # an old table
+    spent = pd.to_numeric(charges, errors="coerce").fillna(0.0).cumsum().tolist()
     baselines: list[BaselineComparison] = []
     is_baseline = frame["baseline"].fillna("").astype(str) != ""
     labels = baseline_labels(frame, manifest.get("space"))

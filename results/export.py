@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,8 +29,10 @@ from typing import Any
 
 import pandas as pd
 
+from nas.core import userfiles
 from nas.core.arch import Arch
 from nas.core.atomic import scratch_folder
+from nas.core.bounds import shown
 from nas.core.create import load_model_file, model_of_payload
 from nas.study.front import front_numbers
 from nas.study.trials_table import completed_trial, top_rung, why_no_front
@@ -105,15 +108,34 @@ def _export_one(run_dir: Path, target: Path, row: pd.Series, fmt: str, supersede
     (target / "arch.json").write_text(arch.to_json(indent=1) + "\n")
     record = {k: _jsonable(v) for k, v in row.items() if k != "arch_json"}
     (target / "trial.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
-    name = row.get("weights")
-    source = run_dir / "weights" / str(name) if isinstance(name, str) and name else None
-    if source is None or not source.exists() or superseded:
+    source = None if superseded else _weights_file(run_dir, row.get("weights"))
+    if source is None:
         return  # the architecture only: weights not kept (off the front, no training, or a higher rung's)
     shutil.copyfile(source, target / "model.pt")
     if fmt != "none":
         payload = load_model_file(source)  # an unreadable file is named as the user knows it
         meta = payload.get("meta")
-        write_standalone(model_of_payload(payload), target, fmt, meta if isinstance(meta, dict) else None)
+        model = model_of_payload(payload, source=source)
+        write_standalone(model, target, fmt, meta if isinstance(meta, dict) else None)
+
+
+def _weights_file(run_dir: Path, name: Any) -> Path | None:
+    """The model file the trials table names for a trial (None where the search kept none): a file name in
+    the run's ``weights/`` folder, and a regular file, refused in one sentence otherwise (a table naming
+    ``../x`` would export a file from elsewhere, a FIFO would block the copy and ``/dev/zero`` never end
+    it)."""
+    if not isinstance(name, str) or not name:
+        return None
+    weights = run_dir / "weights"
+    if name in (".", "..") or any(c in name for c in "/\\\0"):
+        raise ValueError(
+            f"study: the trials table names {shown(name)} as a trial's weights, not a file name in {weights}"
+        )
+    source = weights / name
+    if not os.path.lexists(source):
+        return None
+    userfiles.check_regular(source, "model file", max_bytes=None)
+    return source
 
 
 def _jsonable(value: Any) -> Any:

@@ -33,6 +33,7 @@ from typing import Any
 
 import pandas as pd
 
+from nas.core import userfiles
 from nas.core.arch import Arch
 from nas.study.budget import BudgetTracker
 from nas.study.constraints import Limits
@@ -140,7 +141,8 @@ def _retrained_html(run_dir: Path) -> str:
     comparisons (read as CSV data) and a link to its page; nothing for one whose table cannot be read."""
     parts = []
     for folder in retraining_folders(run_dir):
-        try:
+        try:  # a regular file of bounded size (a FIFO would block, /dev/zero fill memory)
+            userfiles.check_regular(folder / "comparisons.csv", "table", userfiles.STORE_BOUNDS.max_bytes)
             table = pd.read_csv(folder / "comparisons.csv", keep_default_na=False, na_values=[""])
         except (OSError, ValueError):
             continue
@@ -163,7 +165,7 @@ def _retrained_html(run_dir: Path) -> str:
 def _schedule(folder: Path) -> str:
     """A retraining's schedule in a sentence, from its ``retrain.json``; empty if that cannot be read."""
     try:
-        schedule = json.loads((folder / SCHEDULE_FILE).read_text())["schedule"]
+        schedule = userfiles.load_store(folder / SCHEDULE_FILE)["schedule"]  # bounded: nested, a FIFO
         config, profile = schedule["config"], schedule["profile"]
         images = f"{config['train_samples']:,} images" if config.get("train_samples") else "all images"
         epochs = f"{config['epochs']} epoch" + ("" if config["epochs"] == 1 else "s")

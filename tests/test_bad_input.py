@@ -128,6 +128,8 @@ BAD_ARCHS: dict[str, str] = {
     "deep-33": '{"s1.depth": ' + "[" * 32 + "]" * 32 + "}",  # the 33rd level counts the outer object
     "big": HYBRID.read_text() + " " * (1 << 20),  # valid JSON, just over 1 MiB
     "many-values": json.dumps({"stem.kind": "conv", "s1.depth": [0] * 20_000}),
+    # a string left open on a line of escaped quotes: a bracket scan that tried each quote again took hours
+    "escaped-quotes": '{"stem.kind": "' + '\\"' * 400_000,
 }
 ARCH_MESSAGES = {
     "huge-depth": "s1.depth: must be a whole number between 1 and 64, got 1000000000",
@@ -149,6 +151,7 @@ ARCH_MESSAGES = {
     "deep-33": "deep-33.json': nests lists and mappings deeper than 32 levels",
     "big": "big.json': is 1,048,997 bytes, over the limit of an input, 1,048,576 bytes (1 MiB)",
     "many-values": "many-values.json': holds more than 10,000 values",
+    "escaped-quotes": "escaped-quotes.json': not valid JSON (Unterminated string starting at line 1 column",
     "fifo": "fifo.json': cannot be read (it is a FIFO, not a regular file)",
     "even-k": "s2.k: the 'local' mixer needs an odd whole number k between 3 and 31, got 4",
     "zero-width": "s1.width: must be a whole number between 1 and 8192, got 0",
@@ -212,6 +215,7 @@ BAD_CONFIGS: dict[str, str | bytes] = {
     "proxy-opt.toml": 'evaluator = "proxy"\n[evaluator-config]\nopt = "sgdd"\n',
     "oneshot-opt.yaml": "evaluator: oneshot\nevaluator-config: {opt: rm -rf}\n",
     "two-documents.yaml": "workers: 1\n---\nworkers: 2\n",
+    "escaped-quotes.toml": 'budget = "' + '\\"' * 400_000 + "\n",
     # a training setting timm or torch would refuse in every trial, each trial charged to the budget
     "proxy-lr.yaml": "evaluator: proxy\nevaluator-config: {lr: -1}\n",
     "proxy-sched.toml": 'evaluator = "proxy"\n[evaluator-config]\nsched = "cosin"\n',
@@ -274,6 +278,7 @@ CONFIG_MESSAGES = {
     "proxy-opt.toml": "evaluator-config: opt: timm has no optimizer 'sgdd' (such as adamw, sgd, lamb",
     "oneshot-opt.yaml": "evaluator-config: opt: timm has no optimizer 'rm -rf'",
     "two-documents.yaml": "two-documents.yaml': not valid YAML (but found another document",
+    "escaped-quotes.toml": "escaped-quotes.toml': not valid TOML (Illegal character",
     "proxy-lr.yaml": "evaluator-config: lr: must be a number above 0 and at most 100, got -1",
     "proxy-sched.toml": "evaluator-config: sched: timm has no scheduler 'cosin' (such as cosine",
     "proxy-opt-kwargs.yaml": "evaluator-config: opt_kwargs: timm's adamw optimizer refuses {{'bogus': 1}}",
@@ -284,6 +289,10 @@ CONFIG_MESSAGES = {
     "zero.yaml": "zero.yaml': cannot be read (it is a character device, not a regular file)",
     "folder.yaml": "folder.yaml': cannot be read (it is a directory, not a regular file)",
 }
+
+
+def _to_dev_zero(path: Path) -> None:
+    path.symlink_to("/dev/zero")
 
 
 def _damaged_weights(run_dir: Path) -> None:
@@ -299,12 +308,71 @@ def _damaged_weights(run_dir: Path) -> None:
     (run_dir / "export" / "trial_0" / "arch.json").write_text("an earlier export\n")
 
 
+def _weights(run_dir: Path, name: str, make: Callable[[Path], object] | None = None) -> None:
+    """Trial 0's row names the weights file ``name``, which ``make`` makes (if given) in ``weights/``."""
+    from nas.study.trials_table import save_trials
+
+    frame = pd.read_parquet(run_dir / "trials.parquet")
+    frame["weights"] = [name if n == 0 else "" for n in frame["number"]]
+    save_trials(frame, run_dir)
+    (run_dir / "weights").mkdir()
+    if make is not None:
+        make(run_dir / "weights" / name)
+
+
+def _misfit_model(path: Path) -> None:
+    """A model file whose weights are not its network's: its classifier's bias has one value, not 10."""
+    from nas.core.create import save_model
+    from nas.core.model import build_model
+
+    tiny = {"stem.kind": "conv", "stem.width": 8, "s1.block": "mbconv", "s1.mixer": "conv", "s1.depth": 1}
+    save_model(build_model(Arch.from_flat({**tiny, "s1.width": 8}), num_classes=10, img_size=32), path)
+    payload = torch.load(path, weights_only=True)
+    payload["state_dict"]["fc.bias"] = torch.zeros(1)
+    torch.save(payload, path)
+
+
+def _manifest(run_dir: Path, **changes: Any) -> None:
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest.update(changes)
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+
+
+def _csv_cell(run_dir: Path, column: str, row: int, text: str) -> None:
+    """The table as CSV only, with the cell of ``column`` in data row ``row`` (from 0) set to ``text``."""
+    (run_dir / "trials.parquet").unlink()
+    frame = pd.read_csv(run_dir / "trials.csv", keep_default_na=False, na_values=[""], dtype=str)
+    frame.loc[row, column] = text
+    frame.to_csv(run_dir / "trials.csv", index=False)
+
+
+def _replace(path: Path, make: Callable[[Path], object]) -> None:
+    path.unlink()
+    make(path)
+
+
 BROKEN_RUNS: dict[str, Callable[[Path], object]] = {
     "manifest-not-json": lambda d: (d / "manifest.json").write_text('{"study": "s", '),
     "manifest-no-objectives": lambda d: (d / "manifest.json").write_text('{"study": "s", "settings": {}}'),
+    # a manifest nested past any parser's recursion (RecursionError), or one that blocks (a FIFO)
+    "manifest-deep": lambda d: (d / "manifest.json").write_text(
+        '{"settings": {"objectives": ["macs"]}, "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    ),
+    "manifest-fifo": lambda d: _replace(d / "manifest.json", os.mkfifo),
+    "manifest-bad-limit": lambda d: _manifest(d, limits={"max_macs": "a lot"}),
+    "manifest-bad-reference": lambda d: _manifest(d, report={"reference_point": {"macs": "far"}}),
     "table-damaged": lambda d: (d / "trials.parquet").write_bytes(b"PAR1 damaged"),
     "table-foreign": lambda d: ((d / "trials.parquet").unlink(), (d / "trials.csv").write_text("a,b\n1,2\n")),
+    "table-nan-number": lambda d: _csv_cell(d, "number", 0, "NaN"),
+    "table-twice": lambda d: _csv_cell(d, "number", 1, "0"),
+    "table-deep-arch": lambda d: _csv_cell(d, "arch_json", 2, "[" * 5000 + "]" * 5000),
+    # a table that never ends: read, it would fill memory
+    "table-dev-zero": lambda d: ((d / "trials.parquet").unlink(), _replace(d / "trials.csv", _to_dev_zero)),
     "weights-damaged": _damaged_weights,
+    # weights that never end (copied, they would fill the disk), outside the run, or not the network's
+    "weights-dev-zero": lambda d: _weights(d, "z.pt", _to_dev_zero),
+    "weights-outside": lambda d: _weights(d, "../manifest.json"),
+    "weights-misfit": lambda d: _weights(d, "w.pt", _misfit_model),
 }
 
 
@@ -606,6 +674,20 @@ CLI_CASES = [
     ),
     pytest.param(
         search("--resume", storage="nonsense://x"), "storage: cannot open", id="search-storage-bad-url"
+    ),
+    *(
+        pytest.param(
+            search(study=FRESH, storage=url),
+            "storage: an in-memory SQLite database (sqlite://, :memory:) lives only in the process that "
+            "opens it, so worker processes cannot share it and the study would be gone when the search "
+            "ends; name a file (sqlite:///PATH/study.db), or drop --storage",
+            id=f"search-storage-in-memory-{tag}",
+        )
+        for tag, url in (
+            ("no-path", "sqlite://"),
+            ("memory", "sqlite:///:memory:"),
+            ("uri", "sqlite:///file::memory:"),
+        )
     ),
     pytest.param(
         search("--runs-dir", "/proc/nas-no-such-dir"),
@@ -948,6 +1030,72 @@ CLI_CASES = [
     ),
     pytest.param(
         ["report", "table-damaged", "--runs-dir", "{runs}"], "cannot be read", id="report-damaged-table"
+    ),
+    pytest.param(
+        ["report", "manifest-deep", "--runs-dir", "{runs}"],
+        "manifest-deep/manifest.json nests lists and mappings deeper than 32 levels, the limit of a file of "
+        "a run",
+        id="report-deep-manifest",
+    ),
+    pytest.param(
+        ["export", "manifest-deep", "--trial", "0", "--runs-dir", "{runs}"],
+        "manifest-deep/manifest.json nests lists and mappings deeper than 32 levels",
+        id="export-deep-manifest",
+    ),
+    pytest.param(
+        ["report", "manifest-fifo", "--runs-dir", "{runs}"],
+        "manifest-fifo/manifest.json cannot be read (it is a FIFO, not a regular file)",
+        id="report-fifo-manifest",
+    ),
+    pytest.param(
+        ["report", "manifest-bad-limit", "--runs-dir", "{runs}"],
+        "manifest-bad-limit/manifest.json has a limit 'max_macs' that is not a finite number ('a lot')",
+        id="report-manifest-bad-limit",
+    ),
+    pytest.param(
+        ["report", "manifest-bad-reference", "--runs-dir", "{runs}"],
+        "has a report.reference_point that is not an object of finite numbers ({{'macs': 'far'}})",
+        id="report-manifest-bad-reference",
+    ),
+    *(
+        pytest.param(
+            [command, "table-nan-number", *extra, "--runs-dir", "{runs}"],
+            "table-nan-number/trials.csv, row 1 below the header, column number: 'NaN' is not a trial "
+            "number, a whole number from 0 to 2,147,483,647",
+            id=f"{command}-table-nan-number",
+        )
+        for command, extra in (("report", ()), ("export", ("--trial", "0")))
+    ),
+    pytest.param(
+        ["report", "table-twice", "--runs-dir", "{runs}"],
+        "table-twice/trials.csv, row 2 below the header, column number: trial 0 is in an earlier row too",
+        id="report-table-number-twice",
+    ),
+    pytest.param(
+        ["report", "table-deep-arch", "--runs-dir", "{runs}"],
+        "table-deep-arch/trials.csv, row 3 below the header, column arch_json: arch JSON: nests lists and "
+        "mappings deeper than 32 levels",
+        id="report-table-deep-arch",
+    ),
+    pytest.param(
+        ["report", "table-dev-zero", "--runs-dir", "{runs}"],
+        "table-dev-zero/trials.csv': cannot be read (it is a character device, not a regular file)",
+        id="report-table-dev-zero",
+    ),
+    pytest.param(
+        ["export", "weights-dev-zero", "--trial", "0", "--format", "none", "--runs-dir", "{runs}"],
+        "weights/z.pt': cannot be read (it is a character device, not a regular file)",
+        id="export-weights-dev-zero",
+    ),
+    pytest.param(
+        ["export", "weights-outside", "--trial", "0", "--format", "none", "--runs-dir", "{runs}"],
+        "the trials table names '../manifest.json' as a trial's weights, not a file name in",
+        id="export-weights-outside-the-run",
+    ),
+    pytest.param(
+        ["export", "weights-misfit", "--trial", "0", "--format", "torchscript", "--runs-dir", "{runs}"],
+        "weights/w.pt: its weights do not fit the network it records (size mismatch for fc.bias",
+        id="export-weights-misfit",
     ),
     pytest.param(
         ["export", "table-foreign", "--trial", "0", "--runs-dir", "{runs}"],

@@ -256,6 +256,7 @@ BAD_FILES = {
         tmp, entries={"batch1": {"32px": {"overhead_ms": {"contiguous": 0.1}}}}
     ),
     "odd slot": lambda tmp: _document(tmp, entries={"batch1": {"huge": {}}}),
+    "deep": lambda tmp: "[" * 100_000 + "]" * 100_000,  # past json's recursion: a RecursionError before
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -41,9 +42,10 @@ def _db_state(run_dir: Path) -> tuple[int, list[str]]:
 @pytest.mark.parametrize(
     ("corrupt", "says"),
     [
-        (lambda data: data[: len(data) // 2], "is not valid JSON (line"),  # cut by a full disk
+        (lambda data: data[: len(data) // 2], "is not valid JSON ("),  # cut by a full disk
         (lambda data: b"[1, 2]", "holds a JSON list, not an object"),
-        (lambda data: b"\xff" + data, "is not valid JSON"),  # not UTF-8
+        (lambda data: b"\xff" + data, "is not UTF-8 text (byte 0xff at offset 0)"),
+        (lambda data: b"[" * 100_000 + b"]" * 100_000, "nests lists and mappings deeper than 32 levels"),
     ],
 )
 def test_a_corrupt_manifest_is_refused_in_one_sentence_and_left_as_it_is(
@@ -88,3 +90,18 @@ def test_repair_without_resume_is_refused(tmp_path: Path) -> None:
     code, output = _search(tmp_path, "--budget", "2trials", "--repair")
     assert code == 2 and "repair: only with --resume" in output
     assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.timeout(120)  # reading a FIFO would wait for a writer forever
+def test_a_manifest_that_is_a_fifo_is_refused_and_repair_sets_it_aside_unread(
+    study: Path, tmp_path: Path
+) -> None:
+    path = study / "manifest.json"
+    path.unlink()
+    os.mkfifo(path)
+    code, output = _search(tmp_path, "--budget", "4trials", "--no-baselines", "--resume")
+    assert code == 2 and "cannot be read (it is a FIFO, not a regular file)" in output, output
+    code, output = _search(tmp_path, "--budget", "4trials", "--no-baselines", "--resume", "--repair")
+    assert code == 0, output
+    (aside,) = [p for p in study.iterdir() if p.name.startswith("manifest.json.corrupt-")]
+    assert aside.is_fifo() and json.loads(path.read_text())["repaired"]["kept"] == []

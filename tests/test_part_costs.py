@@ -71,7 +71,12 @@ def test_a_search_keeps_its_part_costs_under_runs_counts(tmp_path: Path, traces:
 @pytest.mark.parametrize(
     ("text", "says"),
     [
-        ("{not json", "is not valid JSON"),
+        ("{not json", r"is not valid JSON \(Expecting property name .* at line 1 column 2\)"),
+        # past json's recursion: a RecursionError before
+        (
+            "[" * 100_000 + "]" * 100_000,
+            "nests lists and mappings deeper than 32 levels, the limit of a file of a run",
+        ),
         ('{"format": "something else"}', "is not a part-cost store"),
         ("costs", r"holds a cost that is not two non-negative integers \(\[1, -2\]\)"),
     ],

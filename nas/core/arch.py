@@ -86,7 +86,7 @@ def _check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
 def _subject(label: Any) -> str:
     """A flat dict's label as the subject of an error: as it is if short and printable, else cut short."""
     text = str(label)
-    return text if len(text) <= 60 and text.isprintable() else shown(label)
+    return text if 0 < len(text) <= 60 and text.isprintable() else shown(label)  # an empty one quoted
 
 
 @dataclass(frozen=True)

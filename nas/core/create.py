@@ -13,6 +13,7 @@ arch="arch.json", num_classes=10)`` builds the same network, and ``pretrained_cf
 from __future__ import annotations
 
 import hashlib
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ import torch
 from nas.core import userfiles
 from nas.core.arch import Arch
 from nas.core.bounds import MAX_CLASSES, MAX_IN_CHANS, shown, whole
-from nas.core.model import NasNet, build_model, img_size_pair
+from nas.core.model import NasNet, build_model, check_task, img_size_pair
 
 __all__ = [
     "FORMAT",
@@ -83,12 +84,35 @@ def load_model_file(path: str | Path) -> dict[str, Any]:
     """The payload of a model file; ValueError in one sentence if it is not one."""
     userfiles.check_regular(path, "model file", max_bytes=None)  # torch.load would wait on a FIFO forever
     try:
-        payload = torch.load(Path(path), map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # a foreign pickle's protocol is no news worth a warning line
+            warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+            payload = torch.load(Path(path), map_location="cpu", weights_only=True)
     except Exception as err:  # a truncated or foreign file: torch raises several kinds
         raise ValueError(f"model file: cannot read {path} ({type(err).__name__})") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise ValueError(f"model file: {path} is not a model file of this project ({FORMAT})")
+    problem = _payload_problem(payload)
+    if problem is not None:
+        raise ValueError(f"model file: {path} {problem}")
     return payload
+
+
+def _payload_problem(payload: dict[str, Any]) -> str | None:
+    """What is wrong with a model file's payload (of the right format), or None: its architecture, task sizes
+    and state dict as :func:`save_model` writes them (whether the weights fit the network is
+    :func:`model_of_payload`'s to say, as it loads them)."""
+    try:
+        Arch.from_flat(payload.get("arch"))
+        check_task(payload.get("num_classes"), payload.get("in_chans"))
+        img_size_pair(payload.get("img_size"))
+    except ValueError as err:
+        return f"records a network that cannot be built ({err})"
+    state = payload.get("state_dict")
+    if not isinstance(state, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
+    ):
+        return "holds no state dict of named tensors"
+    return None
 
 
 def create_model(
@@ -138,14 +162,20 @@ def create_model(
         stored = payload[name]
         if value is not None and _norm(value) != _norm(stored):
             raise ValueError(f"{name}: the model file was built with {stored}, not {value}")
-    return model_of_payload(payload, drop_path_rate=drop_path_rate, drop_rate=drop_rate)
+    return model_of_payload(payload, drop_path_rate=drop_path_rate, drop_rate=drop_rate, source=source)
 
 
 def model_of_payload(
-    payload: dict[str, Any], *, drop_path_rate: float = 0.0, drop_rate: float = 0.0
+    payload: dict[str, Any],
+    *,
+    drop_path_rate: float = 0.0,
+    drop_rate: float = 0.0,
+    source: str | Path | None = None,
 ) -> NasNet:
     """The network a model file's payload (:func:`load_model_file`) holds, with its weights (loaded strictly):
-    for a caller that also reads the payload's other fields, so the file is read once."""
+    for a caller that also reads the payload's other fields, so the file is read once. Weights that do not fit
+    the network (a tensor's shape, a key missing or unknown) are a ValueError in one sentence naming the file
+    ``source``."""
     model = build_model(
         Arch.from_flat(payload["arch"]),
         num_classes=payload["num_classes"],
@@ -154,7 +184,16 @@ def model_of_payload(
         drop_path_rate=drop_path_rate,
         drop_rate=drop_rate,
     )
-    model.load_state_dict(payload["state_dict"], strict=True)
+    try:
+        model.load_state_dict(payload["state_dict"], strict=True)
+    except RuntimeError as err:  # torch lists every mismatch, a line each: the first says what is wrong
+        lines = [line.strip() for line in str(err).splitlines()[1:] if line.strip()] or [str(err).strip()]
+        detail = lines[0] if len(lines[0]) <= 200 else lines[0][:197] + "..."
+        more = f" and {len(lines) - 1} more" if len(lines) > 1 else ""
+        name = f" {source}" if source is not None else ""
+        raise ValueError(
+            f"model file{name}: its weights do not fit the network it records ({detail}{more})"
+        ) from None
     return model
 
 

@@ -12,12 +12,18 @@ within bounds whatever the file holds.
   YAML's node graph before any object is built: a few hundred bytes of aliases ("billion laughs") cannot
   expand into billions of values, nor make an error message that shows the value hang.
 
+The files the tool writes and reads back (a run's ``manifest.json``, the latency tables and part-cost stores
+under ``--runs-dir``) are read by the same functions with :data:`STORE_BOUNDS`: they grow with a study (a
+session, a measured part each) far past an input's size, but a hand-edited or damaged one is as hostile as any
+input, so the same checks hold with larger limits.
+
 Every refusal is a ``ValueError`` of one sentence naming the file.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import re
@@ -25,7 +31,7 @@ import stat
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from nas.core.bounds import shown
 
@@ -34,8 +40,11 @@ __all__ = [
     "MAX_BYTES",
     "MAX_NESTING",
     "MAX_VALUES",
+    "STORE_BOUNDS",
+    "Bounds",
     "check_regular",
     "load",
+    "load_store",
     "parse",
     "read_text",
     "where",
@@ -46,6 +55,21 @@ MAX_NESTING = 32  # an architecture is flat, a config two levels deep (evaluator
 MAX_VALUES = 10_000  # values after YAML aliases are expanded: an architecture holds ~100, a config ~50
 FORMATS = {".json": "JSON", ".yaml": "YAML", ".yml": "YAML", ".toml": "TOML"}
 
+
+class Bounds(NamedTuple):
+    """The most bytes a file and the most values its parsed value may hold (nesting is always
+    :data:`MAX_NESTING`), and what the messages call the thing bounded."""
+
+    max_bytes: int = MAX_BYTES
+    max_values: int = MAX_VALUES
+    of: str = "an input"
+
+
+INPUT_BOUNDS = Bounds()
+# a manifest gains ~15 values a session, a part-cost store 4 and a latency table ~3 per part measured: 16 MiB
+# and a million values are thousands of sessions and hundreds of thousands of parts, and parse in a second
+STORE_BOUNDS = Bounds(16 << 20, 1_000_000, "a file of a run")
+
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
     (stat.S_ISFIFO, "a FIFO"),
@@ -53,11 +77,17 @@ _KINDS = (
     (stat.S_ISBLK, "a block device"),
     (stat.S_ISSOCK, "a socket"),
 )
-_BRACKETS = re.compile(r"[\[\]{}]")
-# What a bracket scan skips: strings (and TOML's comments), whose brackets nest nothing.
-_JSON_SKIP = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+# What a bracket scan skips: strings (and TOML's comments), whose brackets nest nothing. Each pattern matches
+# wherever its opening quote is, a string left open running to the end of the text (the parser refuses it):
+# a pattern that could fail after scanning ahead would be tried again from every later quote, and a line of
+# escaped quotes would take time quadratic in its length (hours for a megabyte).
+_JSON_SKIP = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*["\\]?', re.S)
 _TOML_SKIP = re.compile(
-    r'"""(?:[^\\]|\\.)*?"""|\'\'\'.*?\'\'\'|"[^"\\\n]*(?:\\.[^"\\\n]*)*"|\'[^\'\n]*\'|#[^\n]*', re.S
+    r'"""(?:[^\\]|\\.)*?(?:"""|\\?\Z)|\'\'\'.*?(?:\'\'\'|\Z)|"[^"\\\n]*(?:\\.[^"\\\n]*)*["\\]?'
+    r"|'[^'\n]*'?|#[^\n]*",
+    re.S,
 )
 
 
@@ -67,7 +97,9 @@ def where(what: str, path: str | Path) -> str:
     return f"{what} {name if len(name) <= 200 else name[:100] + '...' + name[-99:]}"
 
 
-def check_regular(path: str | Path, what: str, max_bytes: int | None = MAX_BYTES) -> None:
+def check_regular(
+    path: str | Path, what: str, max_bytes: int | None = MAX_BYTES, of: str = INPUT_BOUNDS.of
+) -> None:
     """ValueError in one sentence starting with ``what`` and the file's name unless ``path`` is a regular
     file (by its ``stat``, before anything opens it) of at most ``max_bytes`` (None: any size)."""
     label = where(what, path)
@@ -79,26 +111,27 @@ def check_regular(path: str | Path, what: str, max_bytes: int | None = MAX_BYTES
         raise ValueError(f"{label}: cannot be read ({err.strerror})") from None
     except ValueError as err:  # a name holding a NUL byte
         raise ValueError(f"{label}: cannot be read ({err})") from None
-    _check_stat(info, label, max_bytes)
+    _check_stat(info, label, max_bytes, of)
 
 
-def read_text(path: str | Path, what: str) -> str:
-    """The text of the regular file ``path`` (at most :data:`MAX_BYTES`, UTF-8); ValueError in one sentence
-    starting with ``what`` and the file's name otherwise."""
+def read_text(path: str | Path, what: str, bounds: Bounds = INPUT_BOUNDS) -> str:
+    """The text of the regular file ``path`` (at most ``bounds.max_bytes``, UTF-8); ValueError in one
+    sentence starting with ``what`` and the file's name otherwise."""
     label = where(what, path)
-    check_regular(path, what)
+    max_bytes = bounds.max_bytes
+    check_regular(path, what, max_bytes, bounds.of)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except OSError as err:
         raise ValueError(f"{label}: cannot be read ({err.strerror})") from None
     with os.fdopen(fd, "rb") as file:
-        _check_stat(os.fstat(file.fileno()), label, MAX_BYTES)  # the path may have been swapped since
+        _check_stat(os.fstat(file.fileno()), label, max_bytes, bounds.of)  # the path may have been swapped
         try:
-            data = file.read(MAX_BYTES + 1)
+            data = file.read(max_bytes + 1)
         except OSError as err:
             raise ValueError(f"{label}: cannot be read ({err.strerror})") from None
-    if len(data) > MAX_BYTES:
-        raise ValueError(f"{label}: is over the limit of an input, {MAX_BYTES:,} bytes (1 MiB)")
+    if len(data) > max_bytes:
+        raise ValueError(f"{label}: is over the limit of {bounds.of}, {_size(max_bytes)}")
     try:
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as err:
@@ -107,52 +140,75 @@ def read_text(path: str | Path, what: str) -> str:
         ) from None
 
 
-def _check_stat(info: os.stat_result, label: str, max_bytes: int | None) -> None:
+def _size(max_bytes: int) -> str:
+    """``max_bytes`` as the messages give a limit: ``1,048,576 bytes (1 MiB)``."""
+    mib = f" ({max_bytes >> 20} MiB)" if max_bytes % (1 << 20) == 0 else ""
+    return f"{max_bytes:,} bytes{mib}"
+
+
+def _check_stat(info: os.stat_result, label: str, max_bytes: int | None, of: str = INPUT_BOUNDS.of) -> None:
     for test, kind in _KINDS:
         if test(info.st_mode):
             raise ValueError(f"{label}: cannot be read (it is {kind}, not a regular file)")
     if not stat.S_ISREG(info.st_mode):
         raise ValueError(f"{label}: cannot be read (it is not a regular file)")
     if max_bytes is not None and info.st_size > max_bytes:
-        raise ValueError(
-            f"{label}: is {info.st_size:,} bytes, over the limit of an input, {max_bytes:,} bytes (1 MiB)"
-        )
+        raise ValueError(f"{label}: is {info.st_size:,} bytes, over the limit of {of}, {_size(max_bytes)}")
 
 
-def load(path: str | Path, what: str, fmt: str | None = None) -> Any:
+def load(path: str | Path, what: str, fmt: str | None = None, bounds: Bounds = INPUT_BOUNDS) -> Any:
     """The value in the file ``path``, read by :func:`read_text` and parsed by :func:`parse` as ``fmt``
-    (``"JSON"``, ``"YAML"`` or ``"TOML"``; None: by the file's suffix, see :data:`FORMATS`)."""
+    (``"JSON"``, ``"YAML"`` or ``"TOML"``; None: by the file's suffix, see :data:`FORMATS`), within
+    ``bounds`` (:data:`STORE_BOUNDS` for a file the tool wrote)."""
     label = where(what, path)
     if fmt is None:
         fmt = FORMATS.get(Path(path).suffix.lower())
         if fmt is None:
             raise ValueError(f"{label}: must end in {', '.join(FORMATS)}")
-    return parse(read_text(path, what), fmt, label)
+    return parse(read_text(path, what, bounds), fmt, label, bounds)
 
 
-def parse(text: str, fmt: str, label: str) -> Any:
-    """``text`` parsed as ``fmt`` (``"JSON"``, ``"YAML"`` or ``"TOML"``) within the bounds of this module;
-    ValueError in one sentence starting with ``label`` otherwise (YAML's empty document is None)."""
+def load_store(path: str | Path) -> Any:
+    """The JSON value of a file the tool wrote and reads back (a run's ``manifest.json``, a latency table, a
+    part-cost store), read as :func:`load` reads an input but within :data:`STORE_BOUNDS`. FileNotFoundError
+    where there is none; otherwise a ValueError whose message says what is wrong with the file as the end of
+    a sentence that names it (``is not valid JSON (...)``, ``cannot be read (...)``, ``nests ...``), for the
+    caller to say what the file is and what to do."""
+    if not os.path.lexists(path):  # a dangling link is there, and refused as unreadable
+        raise FileNotFoundError(path)
+    label = where("file", path)
+    try:
+        return load(path, "file", "JSON", STORE_BOUNDS)
+    except ValueError as err:
+        problem = str(err).removeprefix(f"{label}: ")
+        raise ValueError(f"is {problem}" if problem.startswith("not ") else problem) from None
+
+
+def parse(text: str, fmt: str, label: str, bounds: Bounds = INPUT_BOUNDS) -> Any:
+    """``text`` parsed as ``fmt`` (``"JSON"``, ``"YAML"`` or ``"TOML"``) within ``bounds`` and
+    :data:`MAX_NESTING`; ValueError in one sentence starting with ``label`` otherwise (YAML's empty document
+    is None)."""
     if fmt not in ("JSON", "YAML", "TOML"):
         raise ValueError(f"{label}: unknown format {shown(fmt)}; allowed: JSON, YAML, TOML")
     if not isinstance(text, str):
         raise ValueError(f"{label}: must be text, got {type(text).__name__}")
-    if len(text) > MAX_BYTES:
-        raise ValueError(f"{label}: is longer than {MAX_BYTES:,} characters (1 MiB), the limit of an input")
+    if len(text) > bounds.max_bytes:
+        size = _size(bounds.max_bytes).replace("bytes", "characters")
+        raise ValueError(f"{label}: is longer than {size}, the limit of {bounds.of}")
     if fmt != "YAML":
         root = 1 if fmt == "TOML" else 0  # TOML's top level is a table
         if _bracket_depth(text, _JSON_SKIP if fmt == "JSON" else _TOML_SKIP) + root > MAX_NESTING:
-            raise _too_deep(label)
+            raise _too_deep(label, bounds.of)
     try:
         if fmt == "JSON":
             value = json.loads(text)
         elif fmt == "TOML":
             value = tomllib.loads(text)
         else:
-            value = _yaml_load(text, label)
+            value = _yaml_load(text, label, bounds)
     except ValueError as err:
         raise _parse_error(err, label, fmt) from None
-    _check_size(value, label, fmt)
+    _check_size(value, label, fmt, bounds)
     return value
 
 
@@ -163,7 +219,7 @@ def _parse_error(err: ValueError, label: str, fmt: str) -> ValueError:
         return err
     msg, line, col = getattr(err, "msg", None), getattr(err, "lineno", None), getattr(err, "colno", None)
     if isinstance(err, json.JSONDecodeError):
-        detail = f"{msg} at line {line} column {col}"
+        detail = f"{msg.removesuffix(' at')} at line {line} column {col}"  # "starting at at line"
     elif "integer string conversion" in str(err):
         detail = f"a number of more than {sys.get_int_max_str_digits()} digits"
     else:  # tomllib.TOMLDecodeError, our YAML loader's parse errors
@@ -172,25 +228,20 @@ def _parse_error(err: ValueError, label: str, fmt: str) -> ValueError:
 
 
 def _bracket_depth(text: str, skip: re.Pattern[str]) -> int:
-    """How deep brackets nest in ``text`` outside its strings, counted no further than one past the limit."""
-    depth = deepest = 0
-    for match in _BRACKETS.finditer(skip.sub("", text)):
-        depth += 1 if match.group() in "[{" else -1
-        deepest = max(deepest, depth)
-        if deepest > MAX_NESTING:
-            break
-    return deepest
+    """How deep brackets nest in ``text`` outside its strings (in time linear in its length)."""
+    brackets = _NOT_BRACKETS.sub("", skip.sub("", text))
+    return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0)
 
 
-def _check_size(value: Any, label: str, fmt: str) -> None:
-    """Refuse a parsed value nested deeper than MAX_NESTING or of more than MAX_VALUES values (no recursion:
-    a TOML table header may nest deeper than the bracket scan sees)."""
+def _check_size(value: Any, label: str, fmt: str, bounds: Bounds = INPUT_BOUNDS) -> None:
+    """Refuse a parsed value nested deeper than MAX_NESTING or of more than ``bounds.max_values`` values (no
+    recursion: a TOML table header may nest deeper than the bracket scan sees)."""
     count, stack = 0, [(value, 0)]
     while stack:
         item, depth = stack.pop()
         count += 1
-        if count > MAX_VALUES:
-            raise _too_many(label, fmt)
+        if count > bounds.max_values:
+            raise _too_many(label, fmt, bounds)
         if isinstance(item, dict):
             children = [part for pair in item.items() for part in pair]
         elif isinstance(item, (list, tuple)):
@@ -198,26 +249,28 @@ def _check_size(value: Any, label: str, fmt: str) -> None:
         else:
             continue
         if depth >= MAX_NESTING:  # the root is level 1
-            raise _too_deep(label)
+            raise _too_deep(label, bounds.of)
         stack.extend((child, depth + 1) for child in children)
 
 
-def _too_deep(label: str) -> ValueError:
+def _too_deep(label: str, of: str = INPUT_BOUNDS.of) -> ValueError:
     return ValueError(
-        f"{label}: nests lists and mappings deeper than {MAX_NESTING} levels, the limit of an input"
+        f"{label}: nests lists and mappings deeper than {MAX_NESTING} levels, the limit of {of}"
     )
 
 
-def _too_many(label: str, fmt: str) -> ValueError:
+def _too_many(label: str, fmt: str, bounds: Bounds = INPUT_BOUNDS) -> ValueError:
     aliases = ", YAML aliases counted each time they are used" if fmt == "YAML" else ""
-    return ValueError(f"{label}: holds more than {MAX_VALUES:,} values{aliases}, the limit of an input")
+    return ValueError(
+        f"{label}: holds more than {bounds.max_values:,} values{aliases}, the limit of {bounds.of}"
+    )
 
 
-def _yaml_load(text: str, label: str) -> Any:
+def _yaml_load(text: str, label: str, bounds: Bounds = INPUT_BOUNDS) -> Any:
     import yaml  # here, so that ``import nas`` stays cheap
 
     try:
-        return _bounded_loader()(text, label).get_single_data()
+        return _bounded_loader()(text, label, bounds).get_single_data()
     except yaml.YAMLError as err:
         raise ValueError(_yaml_error(err)) from None
 
@@ -231,14 +284,14 @@ def _bounded_loader() -> type:
         that counts collections as it composes them and, before building any object, the values the document
         expands to with its aliases."""
 
-        def __init__(self, text: str, label: str) -> None:
+        def __init__(self, text: str, label: str, bounds: Bounds) -> None:
             super().__init__(text)
-            self.label, self.depth, self.nodes = label, 0, 0
+            self.label, self.bounds, self.depth, self.nodes = label, bounds, 0, 0
 
         def compose_node(self, parent: Any, index: Any) -> Any:
             self.nodes += 1
-            if self.nodes > MAX_VALUES:
-                raise _too_many(self.label, "YAML")
+            if self.nodes > self.bounds.max_values:
+                raise _too_many(self.label, "YAML", self.bounds)
             return super().compose_node(parent, index)
 
         def compose_sequence_node(self, anchor: Any) -> Any:
@@ -250,7 +303,7 @@ def _bounded_loader() -> type:
         def _nested(self, compose: Any, anchor: Any) -> Any:
             self.depth += 1
             if self.depth > MAX_NESTING:
-                raise _too_deep(self.label)
+                raise _too_deep(self.label, self.bounds.of)
             try:
                 return compose(anchor)
             finally:
@@ -258,14 +311,14 @@ def _bounded_loader() -> type:
 
         def compose_document(self) -> Any:
             node = super().compose_document()
-            _check_expansion(node, self.label)
+            _check_expansion(node, self.label, self.bounds)
             return node
 
     return _BoundedLoader
 
 
-def _check_expansion(root: Any, label: str) -> None:
-    """Refuse a YAML node graph that expands (each alias a copy of its anchor) to more than MAX_VALUES values
+def _check_expansion(root: Any, label: str, bounds: Bounds = INPUT_BOUNDS) -> None:
+    """Refuse a YAML node graph that expands (each alias a copy of its anchor) to more than the bounds' values
     or deeper than MAX_NESTING, or that holds itself; each node is visited once."""
     done: dict[int, tuple[int, int]] = {}  # id -> (values, depth) once expanded
     path: set[int] = set()  # nodes being expanded: a child among them is a cycle
@@ -286,10 +339,10 @@ def _check_expansion(root: Any, label: str) -> None:
         values = 1 + sum(done[id(c)][0] for c in children)
         collection = isinstance(node.value, list)  # a sequence or mapping node; a scalar's value is a str
         depth = 1 + max((done[id(c)][1] for c in children), default=0) if collection else 0
-        if values > MAX_VALUES:
-            raise _too_many(label, "YAML")
+        if values > bounds.max_values:
+            raise _too_many(label, "YAML", bounds)
         if depth > MAX_NESTING:
-            raise _too_deep(label)
+            raise _too_deep(label, bounds.of)
         done[id(node)] = (values, depth)
 
 

@@ -27,7 +27,13 @@ from nas.search.trial import forget_worker_runner
 from nas.study.constraints import NothingFeasible, SameFailure
 from nas.study.credentials import MASK, split_password
 from nas.study.front import prune_weights
-from nas.study.manifest import check_manifest, read_manifest, update_manifest, write_manifest
+from nas.study.manifest import (
+    check_manifest,
+    manifest_problem,
+    read_manifest,
+    update_manifest,
+    write_manifest,
+)
 from nas.study.settings import SearchSettings
 from nas.study.storage import storage_file, storage_url
 from nas.study.study_file import StudyFileLost
@@ -187,9 +193,13 @@ def refresh_trials(run_dir: str | Path) -> None:
 def _settings_of(run_dir: Path) -> SearchSettings:
     """The settings a run directory's manifest records, resumed, to open its study read-only (ValueError
     in one sentence where they cannot be used)."""
-    values = read_manifest(run_dir).get("settings")
+    manifest = read_manifest(run_dir)
+    values = manifest.get("settings")
     if not isinstance(values, dict):
         raise ValueError(f"{run_dir / 'manifest.json'} records no settings")
+    problem = manifest_problem(manifest)  # refused before the refresh writes anything, as the report will
+    if problem is not None:
+        raise ValueError(f"{run_dir / 'manifest.json'} {problem}")
     # what reading the study needs: not the architectures to enqueue (reading evaluates none)
     names = set(SearchSettings.choice_names()) - {"runs_dir", "resume", "repair", "enqueue"}
     values = {name: value for name, value in values.items() if name in names}

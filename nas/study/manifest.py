@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import platform
 import re
@@ -32,11 +33,20 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from nas.core import userfiles
 from nas.core.atomic import locked, replaced
+from nas.core.bounds import MAX_RUNGS, shown
 from nas.study.credentials import redact, redact_all
 from nas.study.settings import SearchSettings
 
-__all__ = ["check_manifest", "package_versions", "read_manifest", "update_manifest", "write_manifest"]
+__all__ = [
+    "check_manifest",
+    "manifest_problem",
+    "package_versions",
+    "read_manifest",
+    "update_manifest",
+    "write_manifest",
+]
 
 _PACKAGES = ("nas-hybrid", "torch", "torchvision", "timm", "optuna", "ray", "fvcore", "pandas", "numpy")
 
@@ -63,10 +73,11 @@ def _evaluator_settings(settings: SearchSettings) -> dict[str, Any]:
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any]:
-    """The manifest of ``run_dir`` ({} when there is none or it cannot be read as JSON)."""
+    """The manifest of ``run_dir`` ({} when there is none or it cannot be read as a JSON object within the
+    bounds of :func:`nas.core.userfiles.load_store`)."""
     try:
-        data = json.loads((Path(run_dir) / "manifest.json").read_bytes())
-    except (OSError, ValueError, RecursionError):  # ValueError: not JSON, or not UTF-8 text
+        data = userfiles.load_store(Path(run_dir) / "manifest.json")
+    except (FileNotFoundError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -74,15 +85,52 @@ def read_manifest(run_dir: Path) -> dict[str, Any]:
 def _problem(path: Path) -> str | None:
     """Why the manifest at ``path`` cannot be used (None: it is a JSON object, or there is none)."""
     try:
-        data = json.loads(path.read_bytes())
-    except (FileNotFoundError, NotADirectoryError):
+        data = userfiles.load_store(path)
+    except FileNotFoundError:
         return None  # no manifest (a run folder that cannot exist is preflight's to refuse)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
-        where = f" (line {err.lineno}, column {err.colno})" if isinstance(err, json.JSONDecodeError) else ""
-        return f"is not valid JSON{where}"
-    except OSError as err:
-        return f"cannot be read ({err.strerror or type(err).__name__})"
-    return None if isinstance(data, dict) else f"holds a JSON {type(data).__name__}, not an object"
+    except ValueError as err:  # not JSON, not UTF-8, too deep or large, a FIFO: what is wrong with it
+        return str(err)
+    if not isinstance(data, dict):
+        return f"holds a JSON {type(data).__name__}, not an object"
+    # the sections a session's end and a report's refresh add to, which a hand's edit may have changed
+    sessions = data.get("sessions", [])
+    if not isinstance(sessions, list) or not all(isinstance(s, dict) for s in sessions):
+        return "has sessions that are not a list of objects"
+    if not isinstance(data.get("budget", {}), dict):
+        return "has a budget that is not an object"
+    return None
+
+
+_SECTIONS = ("settings", "report", "limits", "budget", "evaluator")  # the objects a report reads
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def manifest_problem(manifest: dict[str, Any]) -> str | None:
+    """What makes a manifest (a JSON object with valid objectives) one that a report, an export or a
+    comparison cannot read, or whose budget a refresh cannot record, as the end of a sentence naming it; None
+    where they can. Checked before anything is written from it."""
+    for key in _SECTIONS:
+        if manifest.get(key) is not None and not isinstance(manifest[key], dict):
+            return f"has a {key} that is not an object ({shown(manifest[key])})"
+    if "budget" in manifest and manifest["budget"] is None:
+        return "has a budget that is not an object (None)"
+    settings = manifest.get("settings") or {}
+    if settings.get("fidelity") == "ladder":
+        rungs = settings.get("rungs")
+        if isinstance(rungs, bool) or not isinstance(rungs, int) or not 2 <= rungs <= MAX_RUNGS:
+            return f"records a ladder of {shown(rungs)} rungs (settings.rungs), not 2 to {MAX_RUNGS}"
+    point = (manifest.get("report") or {}).get("reference_point")
+    if point is not None and not (isinstance(point, dict) and all(_finite(v) for v in point.values())):
+        return f"has a report.reference_point that is not an object of finite numbers ({shown(point)})"
+    for name, value in (manifest.get("limits") or {}).items():
+        if name == "at_cost_of" and not isinstance(value, (str, type(None))):
+            return f"has a limit at_cost_of that is not a baseline's name ({shown(value)})"
+        if name != "at_cost_of" and not _finite(value):
+            return f"has a limit {shown(name)} that is not a finite number ({shown(value)})"
+    return None
 
 
 def check_manifest(run_dir: str | Path) -> None:
@@ -115,7 +163,11 @@ def _set_aside(path: Path) -> dict[str, Any]:
     """Rename the corrupt manifest at ``path`` beside it; the new manifest's start: what it salvaged."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     aside = path.with_name(f"{path.name}.corrupt-{stamp}")
-    text = path.read_bytes().decode("utf-8", errors="replace")
+    try:  # a FIFO is not read (that would wait forever), nor a file of any size
+        userfiles.check_regular(path, "manifest", userfiles.STORE_BOUNDS.max_bytes)
+        text = path.read_bytes().decode("utf-8", errors="replace")
+    except (OSError, ValueError):
+        text = ""
     path.rename(aside)
     start = _salvaged(text)
     start["repaired"] = {"set_aside": aside.name, "at": stamp, "kept": sorted(start.get("report", {}))}

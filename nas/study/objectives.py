@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from nas.core.bounds import shown
+
 __all__ = ["DEFAULT_OBJECTIVES", "KNOWN_DIRECTIONS", "Objective", "parse_objectives"]
 
 KNOWN_DIRECTIONS = {
@@ -33,7 +35,11 @@ class Objective:
 
 def parse_objectives(spec: str | Sequence[str]) -> tuple[Objective, ...]:
     """``"top1,macs"`` or ``["top1:max", "macs:min"]`` -> objectives; ValueError in one sentence otherwise."""
-    parts = [p.strip() for p in (spec.split(",") if isinstance(spec, str) else spec) if str(p).strip()]
+    items = spec.split(",") if isinstance(spec, str) else list(spec)
+    odd = next((p for p in items if not isinstance(p, str)), None)
+    if odd is not None:  # a manifest's or a config's list may hold anything
+        raise ValueError(f"objectives: each is a metric's name, as text; got {shown(odd)}")
+    parts = [p.strip() for p in items if p.strip()]
     if not parts:
         raise ValueError("objectives: none given; e.g. --objectives top1,macs")
     out: list[Objective] = []

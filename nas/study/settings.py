@@ -55,6 +55,7 @@ __all__ = [
     "TARGET_IMG_SIZE",
     "SearchSettings",
     "check_study_name",
+    "in_memory_sqlite",
     "load_config",
     "space_min_img_size",
 ]
@@ -72,6 +73,19 @@ NARROW_HELP = (
     "Keep a decision of the space to some of its values: NAME=V1,V2 or NAME=LO..HI, e.g. s3.op=rel,ext "
     "(repeatable; `nas spaces` lists the decisions)."
 )
+
+
+def in_memory_sqlite(url: str) -> bool:
+    """Whether the storage ``url`` names an SQLite database in memory, as SQLAlchemy reads it: no database
+    (``sqlite://``, ``sqlite:///``), ``:memory:``, or an SQLite URI in ``mode=memory``, by any driver."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.split("+", 1)[0].strip().lower() != "sqlite":
+        return False
+    database, _, query = rest.removeprefix("/").partition("?")
+    if database.strip() in ("", ":memory:"):
+        return True
+    uri = database.lower().startswith("file:")  # an SQLite URI: file::memory: or file:NAME?mode=memory
+    return uri and (database.lower().startswith("file::memory:") or "mode=memory" in query.lower())
 
 
 def check_study_name(name: str) -> None:
@@ -263,7 +277,20 @@ class SearchSettings:
         self._check_enqueue(space)
         self._check_cluster(evaluator)
         self._check_simulated(evaluator, budget)
+        self._check_storage()
         self._resolve(study_name, space, objectives, budget, evaluator, config, limits, ladder)
+
+    def _check_storage(self) -> None:
+        """An in-memory SQLite database lives only in the process that opens it: the search's worker
+        processes would each see an empty one of their own, and the study would be gone when the search ends,
+        with nothing to resume, report or export from (the URL is not echoed: it may hold a password)."""
+        if self.storage is not None and in_memory_sqlite(self.storage):
+            raise ValueError(
+                "storage: an in-memory SQLite database (sqlite://, :memory:) lives only in the process that "
+                "opens it, so worker processes cannot share it and the study would be gone when the search "
+                f"ends; name a file (sqlite:///PATH/study.db), or drop {option('storage')} to keep the study "
+                "in runs/<study>/study.db"
+            )
 
     def _check_simulated(self, evaluator: EvaluatorSpec, budget: Budget) -> None:
         """An evaluator on a simulated clock (a table) charges CPU seconds it records, not time that passes:
