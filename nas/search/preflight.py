@@ -16,6 +16,8 @@ everything as it was:
   (at least a batch), and files it would read at its set-up are its own (a one-shot ``supernet.pt``); one
   that reads no dataset (``reads_data`` False: a table) is checked without one and given the ladder (the
   table's file, its space, and whether its curves hold the epochs asked for);
+- the files every trial reads as it measures an architecture, the part-cost store and the latency table
+  under ``--runs-dir``, are not damaged (else each trial would fail on them, its time charged);
 - the run folder's study, if any, is this backend's: Optuna keeps its trials in its storage and Ray in the
   folder's ledger, neither reads the other's, so a search under the other backend would start a second study
   there and overwrite the first one's trials table, report and manifest.
@@ -55,6 +57,7 @@ def preflight(settings: SearchSettings) -> dict[str, Any] | None:
     else:
         BudgetTracker(settings.parsed_budget).check_device(runner.device_kind)
     _check_latency_device(settings)
+    runner.read_stores(latency=settings.backend != "ray")  # a Ray trial measures latency on the GPU it holds
     spec = settings.evaluator_spec
     if spec.counts_only:
         return None

@@ -341,6 +341,16 @@ class TrialRunner:
             )
         return self._latency
 
+    def read_stores(self, latency: bool = True) -> None:
+        """Read the files every trial's :meth:`measure` reads afresh: the part-cost store under
+        ``<runs>/counts/`` and, with ``latency`` where the search measures it, the latency table. A damaged
+        one is a ValueError in one sentence naming it: the preflight's check, so that a search refuses it
+        before it starts instead of failing every trial on it."""
+        self._part_costs = PartCosts(Path(self.settings.runs_dir) / "counts")
+        if latency and self.settings.measures_latency:
+            self._latency = None
+            _ = self.latency_table
+
     def measure(self, arch: Arch) -> dict[str, Any]:
         """What ``arch`` costs, before anything is built: ``params`` and ``macs`` at the target resolution
         (their part costs kept in ``<runs>/counts/``, beside the latency tables) and, when the search asks
